@@ -3,7 +3,7 @@
 // Each option is a constexpr ConfigOption<T> constant in sluice::options,
 // named k + the key in PascalCase, with Flink's key name and, unless noted in
 // its description, Flink's default. The description is user documentation:
-// docs/configuration.md is generated from it.
+// docs/configuration.md lists every option (a unit test checks it does).
 //
 // Adding an option takes two lines: its declaration below, and its name in
 // kAllOptions at the end of this file. A unit test fails when a declared
@@ -42,7 +42,7 @@ inline constexpr ConfigOption<int32_t> kPipelineMaxParallelism{
 
 inline constexpr ConfigOption<std::string> kPipelineName{
     "pipeline.name", "",
-    "Name of the job, shown in logs and the REST API. Empty means the name given to execute()."};
+    "Name of the job, shown in logs and errors. Used when execute() is given no name."};
 
 inline constexpr ConfigOption<std::string> kExecutionRuntimeMode{
     "execution.runtime-mode", "STREAMING",
@@ -90,11 +90,11 @@ inline constexpr ConfigOption<MemorySize> kTaskManagerMemorySegmentSize{
 
 inline constexpr ConfigOption<int32_t> kTaskManagerNetworkMemoryBuffersPerChannel{
     "taskmanager.network.memory.buffers-per-channel", 2,
-    "Exclusive buffers per input channel; these are the credits a consumer grants its producer."};
+    "Network buffers per output channel; with the floating buffers they bound the memory a task's output holds in flight."};
 
 inline constexpr ConfigOption<int32_t> kTaskManagerNetworkMemoryFloatingBuffersPerGate{
     "taskmanager.network.memory.floating-buffers-per-gate", 8,
-    "Buffers per input gate shared by all its channels, granted to whichever channel has backlog."};
+    "Extra buffers per task output, shared by all its channels, used by whichever channel fills up first."};
 
 // ---- cluster ----
 
@@ -106,7 +106,7 @@ inline constexpr ConfigOption<int32_t> kJobManagerRpcPort{"jobmanager.rpc.port",
                                                           "Port of the JobManager's RPC endpoint."};
 
 inline constexpr ConfigOption<int32_t> kRestPort{
-    "rest.port", 8081, "Port of the REST API and web UI served by the JobManager."};
+    "rest.port", 8081, "Port of the REST API and web UI of the JobManager (cluster mode; not used by the embedded mini-cluster yet)."};
 
 // Every option above. Keep in declaration order; registeredOptions() sorts.
 inline constexpr std::tuple kAllOptions{

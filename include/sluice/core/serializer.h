@@ -230,10 +230,12 @@ class DataInputView {
 
  private:
   void require(size_t n, const char* what) const {
-    if (n > size_ - pos_) [[unlikely]] {
-      failAt(pos_, std::string("truncated input while reading ") + what + ": need " +
-                       std::to_string(n) + " bytes, " + std::to_string(size_ - pos_) + " remain");
-    }
+    if (n > size_ - pos_) [[unlikely]] failTruncated(n, what);
+  }
+  // Out of line and cold, so require() inlines to a compare and a branch.
+  [[noreturn, gnu::cold, gnu::noinline]] void failTruncated(size_t n, const char* what) const {
+    failAt(pos_, std::string("truncated input while reading ") + what + ": need " +
+                     std::to_string(n) + " bytes, " + std::to_string(size_ - pos_) + " remain");
   }
 
   template <class U>

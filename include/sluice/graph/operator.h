@@ -1,0 +1,300 @@
+// The operator contract between the typed DataStream API and the untyped
+// runtime.
+//
+// The API (templates in include/sluice/*.h) knows every record type; the
+// runtime (src/runtime, plain C++) knows none. They meet here, through a few
+// abstract classes:
+//
+//   OperatorFactory  creates one StreamOperatorBase per parallel subtask.
+//   TypeOps          does for one record type T what needs T: chaining an
+//                    Output<T> into the next operator's Input<T>, fanning one
+//                    output out to several, turning bytes back into records.
+//   NetworkOutputFactory
+//                    serializes records of T into a RecordWriterBase and picks
+//                    their channel (the partitioner of one edge).
+//   SourceOperatorBase / SourceCoordinatorBase
+//                    the reader and enumerator halves of a source, with splits
+//                    exchanged as bytes so they can cross process boundaries.
+//
+// Threading: every method of an operator and of the outputs it is given runs
+// on its task thread. Lifecycle, in order: setup -> open ->
+// (processElement | processWatermark | processWatermarkStatus | endInput)* ->
+// finish (bounded input ended: flush buffered results) -> close. close() also
+// runs after a failure or cancel, without finish(). A method that throws fails
+// the task; the runtime reports the operator, subtask and the exception.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <sluice/core/runtime_context.h>
+#include <sluice/core/serializer.h>
+#include <sluice/core/stream_element.h>
+
+namespace sluice {
+
+// Thrown out of an operator call when the user code of operator `operatorName`
+// failed; chained outputs wrap a successor's exception in one, so the task can
+// name the operator that really threw.
+class OperatorFailure : public std::runtime_error {
+ public:
+  OperatorFailure(std::string operatorName, std::string cause)
+      : std::runtime_error(std::move(cause)), operatorName_(std::move(operatorName)) {}
+  const std::string& operatorName() const { return operatorName_; }
+
+ private:
+  std::string operatorName_;
+};
+
+// Unwinds a task that was cancelled while blocked (e.g. waiting for a buffer).
+// Never a failure; never wrapped.
+class TaskCancelledException : public std::exception {
+ public:
+  const char* what() const noexcept override { return "task cancelled"; }
+};
+
+// "std::runtime_error: boom" for the exception being handled (call only
+// inside a catch block).
+std::string describeCurrentException();
+
+// Where an operator emits. Watermarks and status go to every consumer.
+class OutputBase {
+ public:
+  virtual ~OutputBase() = default;
+  virtual void emitWatermark(Watermark watermark) = 0;
+  virtual void emitWatermarkStatus(WatermarkStatus status) = 0;
+};
+
+template <class T>
+class Output : public OutputBase {
+ public:
+  // The callee must not keep a reference to `record` after returning.
+  virtual void collect(const StreamRecord<T>& record) = 0;
+};
+
+// One typed input of an operator.
+template <class T>
+class Input {
+ public:
+  virtual ~Input() = default;
+  virtual void processElement(const StreamRecord<T>& record) = 0;
+};
+
+// Services the runtime gives each operator instance. Valid from setup() until
+// close() returns; task thread only, except where a method says otherwise.
+class OperatorContext {
+ public:
+  virtual ~OperatorContext() = default;
+  virtual RuntimeContext& runtimeContext() = 0;
+
+  // The Output<X> for side-output tag `tagId` (X is the tag's type), or nullptr
+  // when nothing in the job consumes that tag. Look it up once, in open().
+  virtual OutputBase* sideOutput(const std::string& tagId) = 0;
+
+  // Counts records dropped on purpose (e.g. to a side output nobody consumes),
+  // so nothing is lost silently. Reported as the `numRecordsDropped` metric.
+  virtual void countDroppedRecord() = 0;
+
+  // Sources only: ask the source coordinator for another split.
+  virtual void sendSplitRequest() = 0;
+  // Sources only, any thread: data became available after emitNext() said
+  // kNothingAvailable; the task will call emitNext() again.
+  virtual void signalInputAvailable() = 0;
+  // Sources only: call emitNext() again no later than `when`, even without a
+  // signal (for rate limits and polling).
+  virtual void requestWakeupAt(std::chrono::steady_clock::time_point when) = 0;
+};
+
+enum class ChainingStrategy : uint8_t {
+  kAlways,  // chain with the predecessor and successors when the rules allow
+  kHead,    // start a new chain here; successors may chain to it
+  kNever,   // never chain, in either direction
+};
+
+class StreamOperatorBase {
+ public:
+  virtual ~StreamOperatorBase() = default;
+
+  // `output` is an Output<OUT> for the operator's output type; it is a
+  // discarding output when nothing consumes the operator.
+  virtual void setup(OperatorContext& context, OutputBase& output) {
+    context_ = &context;
+    output_ = &output;
+  }
+  virtual void open() {}
+  // End of all input: emit what is buffered. Not called after failure/cancel.
+  virtual void finish() {}
+  virtual void close() {}
+
+  // `input` is 0 for one-input operators, 0 or 1 for two-input operators.
+  // The default forwards; two-input operators forward the minimum.
+  virtual void processWatermark(int input, Watermark watermark) {
+    (void)input;
+    output_->emitWatermark(watermark);
+  }
+  virtual void processWatermarkStatus(int input, WatermarkStatus status) {
+    (void)input;
+    output_->emitWatermarkStatus(status);
+  }
+  // Input `input` will deliver nothing more (all its channels ended).
+  virtual void endInput(int input) { (void)input; }
+
+  // Checkpoint hooks; the checkpoint issue fills them in.
+  virtual void prepareSnapshotPreBarrier(int64_t checkpointId) { (void)checkpointId; }
+  virtual void notifyCheckpointComplete(int64_t checkpointId) { (void)checkpointId; }
+
+  virtual int numberOfInputs() const = 0;
+  // The Input<T>* of input `index`, type-erased; TypeOps<T> casts it back.
+  virtual void* inputPointer(int index) = 0;
+
+  const std::string& operatorName() const { return context_->runtimeContext().getOperatorName(); }
+
+ protected:
+  OperatorContext& context() { return *context_; }
+  OutputBase& outputBase() { return *output_; }
+
+ private:
+  OperatorContext* context_ = nullptr;
+  OutputBase* output_ = nullptr;
+};
+
+// The reader half of a source, as the task sees it.
+class SourceOperatorBase : public StreamOperatorBase {
+ public:
+  // Emits the records available now (a bounded batch) and says what next.
+  virtual InputStatus emitNext() = 0;
+  // Splits assigned by the coordinator, serialized with the split type's
+  // serializer. Task thread.
+  virtual void addSplits(const std::vector<std::vector<uint8_t>>& splits) = 0;
+  virtual void noMoreSplits() = 0;
+
+  int numberOfInputs() const override { return 0; }
+  void* inputPointer(int) override { return nullptr; }
+};
+
+// The coordinator's view of the subtasks of one source; runtime-implemented.
+// Thread-safe.
+class SplitEnumeratorContextBase {
+ public:
+  virtual ~SplitEnumeratorContextBase() = default;
+  virtual int currentParallelism() const = 0;
+  virtual void assignSplit(int subtask, std::vector<uint8_t> serializedSplit) = 0;
+  virtual void signalNoMoreSplits(int subtask) = 0;
+};
+
+// The enumerator half of a source. The runtime calls it from one thread at a
+// time (it serializes the calls).
+class SourceCoordinatorBase {
+ public:
+  virtual ~SourceCoordinatorBase() = default;
+  virtual void start() = 0;
+  virtual void addReader(int subtask) = 0;
+  virtual void handleSplitRequest(int subtask) = 0;
+  virtual void close() {}
+};
+
+// Consumer side of a network edge: bytes of one record -> Input<T>.
+class RecordProcessorBase {
+ public:
+  virtual ~RecordProcessorBase() = default;
+  virtual void processRecord(DataInputView& in, bool hasTimestamp, int64_t timestamp) = 0;
+};
+
+// Producer side of a network edge (one per outgoing edge of a subtask);
+// runtime-implemented. Task thread. `serializedRecord` is one record as
+// framed by writeRecordHeader() followed by the value's bytes.
+class RecordWriterBase {
+ public:
+  virtual ~RecordWriterBase() = default;
+  virtual int numberOfChannels() const = 0;
+  virtual void emit(int channel, const uint8_t* serializedRecord, size_t size) = 0;
+  virtual void broadcastEmit(const uint8_t* serializedRecord, size_t size) = 0;
+  virtual void broadcastWatermark(Watermark watermark) = 0;
+  virtual void broadcastWatermarkStatus(WatermarkStatus status) = 0;
+};
+
+// Element tags on the wire. A serialized element is [tag][fields][value].
+enum class ElementTag : uint8_t {
+  kRecord = 0,
+  kRecordWithTimestamp = 1,
+  kWatermark = 2,
+  kWatermarkStatus = 3,
+  kBarrier = 4,
+  kEndOfPartition = 5,
+};
+
+template <class T>
+inline void writeRecordHeader(const StreamRecord<T>& record, DataOutputView& out) {
+  if (record.hasTimestamp) {
+    out.writeU8(static_cast<uint8_t>(ElementTag::kRecordWithTimestamp));
+    out.writeI64(record.timestamp);
+  } else {
+    out.writeU8(static_cast<uint8_t>(ElementTag::kRecord));
+  }
+}
+
+enum class PartitionKind : uint8_t {
+  kDefault,  // not chosen by the user: forward when parallelism matches, else rebalance
+  kForward,
+  kRebalance,
+  kRescale,
+  kHash,
+  kBroadcast,
+  kShuffle,
+  kGlobal,
+  kCustom,
+};
+
+const char* partitionKindName(PartitionKind kind);
+
+// Everything that needs the record type T of an output or an edge.
+class TypeOps {
+ public:
+  virtual ~TypeOps() = default;
+  virtual std::string schema() const = 0;
+  // An Output<T> that calls target's Input<T> number `inputIndex` directly.
+  virtual std::unique_ptr<OutputBase> createChainedOutput(StreamOperatorBase& target,
+                                                          int inputIndex) const = 0;
+  virtual std::unique_ptr<RecordProcessorBase> createRecordProcessor(StreamOperatorBase& target,
+                                                                     int inputIndex) const = 0;
+  // One Output<T> that forwards to all `outputs` (each an Output<T>); with
+  // none it discards.
+  virtual std::unique_ptr<OutputBase> createFanOut(
+      std::vector<std::unique_ptr<OutputBase>> outputs) const = 0;
+};
+
+// The partitioner and serializer of one edge.
+class NetworkOutputFactory {
+ public:
+  virtual ~NetworkOutputFactory() = default;
+  // `kind` is the edge's resolved partitioning (never kDefault);
+  // `downstreamMaxParallelism` defines the key groups for kHash.
+  virtual std::unique_ptr<OutputBase> createNetworkOutput(RecordWriterBase& writer,
+                                                          PartitionKind kind, int subtaskIndex,
+                                                          int downstreamMaxParallelism) const = 0;
+};
+
+class OperatorFactory {
+ public:
+  virtual ~OperatorFactory() = default;
+  // A fresh operator for one subtask, with its own copy of the user function.
+  virtual std::unique_ptr<StreamOperatorBase> createOperator() const = 0;
+  virtual bool isSource() const { return false; }
+  // Sources: the enumerator, created once per job.
+  virtual std::unique_ptr<SourceCoordinatorBase> createCoordinator(
+      SplitEnumeratorContextBase& context) const {
+    (void)context;
+    return nullptr;
+  }
+  // The main output's record type (nullptr for sinks).
+  virtual std::shared_ptr<const TypeOps> outputType() const = 0;
+  // Sources that only work with one subtask (fromElements, socketTextStream).
+  virtual bool isNonParallel() const { return false; }
+};
+
+}  // namespace sluice

@@ -1,0 +1,66 @@
+// The embedded mini-cluster: runs one job's subtasks as threads in this
+// process, wired by in-process channels. A standalone cluster runs the same
+// Task code and swaps only the channels (ARCHITECTURE.md).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sluice/core/runtime_context.h>
+#include <sluice/graph/job_graph.h>
+
+namespace sluice::runtime {
+
+enum class JobState { kCreated, kRunning, kFinished, kCanceled, kFailed };
+const char* jobStateName(JobState state);
+
+struct MiniClusterOptions {
+  size_t segmentSize = 32 * 1024;  // taskmanager.memory.segment-size
+  int buffersPerChannel = 2;       // taskmanager.network.memory.buffers-per-channel
+  int floatingBuffers = 8;         // taskmanager.network.memory.floating-buffers-per-gate
+};
+
+struct JobOutcome {
+  JobState state = JobState::kCreated;
+  std::string error;  // the first failure's message, when kFailed
+  int64_t netRuntimeMs = 0;
+  std::map<std::string, Accumulator::Value> accumulators;
+  int64_t numRecordsDropped = 0;
+};
+
+// One running job. Thread-safe.
+class JobRun {
+ public:
+  // Resolves nothing: `graph` must be resolved. Starts all tasks.
+  static std::shared_ptr<JobRun> start(std::shared_ptr<const StreamGraph> graph,
+                                       MiniClusterOptions options);
+  ~JobRun();
+
+  JobState state() const;
+  // Cancels every task; wait() then reports kCanceled.
+  void cancel();
+  // Blocks until the job reached a terminal state.
+  JobOutcome wait();
+  const JobGraph& jobGraph() const { return jobGraph_; }
+
+ private:
+  class Impl;
+  JobRun() = default;
+  void monitor();
+
+  std::shared_ptr<const StreamGraph> graph_;
+  JobGraph jobGraph_;
+  std::unique_ptr<Impl> impl_;
+  mutable std::mutex mu_;
+  std::condition_variable done_;
+  JobOutcome outcome_;
+  std::thread monitor_;
+};
+
+}  // namespace sluice::runtime

@@ -1,0 +1,100 @@
+// Task: one thread running one operator chain (one subtask of a job vertex).
+//
+// The loop is a mailbox loop: run pending mails, then either let the source
+// head emit a batch or decode one buffer from the input gate, flush outputs
+// whose buffer timeout passed, and sleep on the TaskWaker when there is
+// nothing to do. Every operator call happens on this thread.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <sluice/graph/job_graph.h>
+
+#include "runtime/buffer_pool.h"
+#include "runtime/input_gate.h"
+#include "runtime/mailbox.h"
+#include "runtime/record_writer.h"
+#include "runtime/task_waker.h"
+
+namespace sluice::runtime {
+
+// What feeds gate channel k of a task.
+struct InputChannelInfo {
+  int streamEdge = -1;
+  int inputIndex = 0;
+};
+
+// Coordinator-side hooks a source task calls (implemented by the job).
+class SourceCoordinatorLink {
+ public:
+  virtual ~SourceCoordinatorLink() = default;
+  virtual void addReader(int subtask) = 0;
+  virtual void requestSplit(int subtask) = 0;
+};
+
+struct TaskResult {
+  bool failed = false;
+  bool cancelled = false;
+  std::string error;  // names the operator, subtask and exception
+  std::map<std::string, std::unique_ptr<Accumulator>> accumulators;
+  int64_t numRecordsDropped = 0;
+};
+
+class Task {
+ public:
+  Task(const StreamGraph& graph, const JobGraph& jobGraph, int vertex, int subtask,
+       int attemptNumber);
+  ~Task();
+
+  // Wiring, before run().
+  InputGate& gate() { return *gate_; }
+  void createGate(std::vector<InputChannelInfo> channels);
+  // One writer per output job edge, in JobVertex::outputs order.
+  void addWriter(int jobEdge, std::vector<RecordWriter::Target> targets, size_t segmentSize,
+                 int buffersPerChannel, int floatingBuffers);
+  void setSourceCoordinator(SourceCoordinatorLink* link) { coordinator_ = link; }
+
+  // Runs the task to the end; never throws.
+  TaskResult run();
+
+  // Any thread.
+  void cancel();
+  void postSplit(std::vector<uint8_t> split);
+  void postNoMoreSplits();
+  void signalInputAvailable() { waker_.wake(); }
+  void requestWakeupAt(TaskWaker::Clock::time_point when);  // task thread only
+
+  const std::string& name() const { return taskName_; }
+  int subtask() const { return subtask_; }
+
+ private:
+  class Context;
+  class Runner;
+  friend class Runner;
+
+  const StreamGraph& graph_;
+  const JobGraph& jobGraph_;
+  const JobVertex& vertex_;
+  const int subtask_;
+  const int attemptNumber_;
+  std::string taskName_;
+  TaskWaker waker_;
+  Mailbox mailbox_;
+  std::unique_ptr<InputGate> gate_;
+  std::vector<InputChannelInfo> channels_;
+  std::vector<std::unique_ptr<BufferPool>> pools_;
+  std::map<int, std::unique_ptr<RecordWriter>> writers_;  // by stream edge id
+  SourceCoordinatorLink* coordinator_ = nullptr;
+  std::atomic<bool> cancelled_{false};
+  TaskWaker::Clock::time_point wakeupAt_ = TaskWaker::Clock::time_point::max();
+  // Installed by run() while a source head is alive; called from mails.
+  std::function<void(std::vector<std::vector<uint8_t>>)> onSplits_;
+  std::function<void()> onNoMoreSplits_;
+};
+
+}  // namespace sluice::runtime
