@@ -1,0 +1,239 @@
+// StreamExecutionEnvironment: where a job is built and from where it runs.
+//
+//   auto env = sluice::StreamExecutionEnvironment::getExecutionEnvironment(argc, argv);
+//   env.fromSequence(1, 100).map(...).print();
+//   env.execute("My Job");
+//
+// Settings come, lowest precedence first, from conf/config.yaml (Flink's key
+// names), `-D key=value` and `-p N` on the command line, calls on the
+// environment, and calls on single operators. execute() runs the job on the
+// embedded mini-cluster (one thread per parallel subtask) and blocks until it
+// ends; executeAsync() returns a JobClient at once. After either, the
+// environment starts a new, empty job, as in Flink.
+//
+// An environment and its DataStreams are used from one thread while the job
+// is built. JobClient is thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <sluice/core/config.h>
+#include <sluice/core/config_options.h>
+#include <sluice/datastream.h>
+#include <sluice/graph/job_graph.h>
+#include <sluice/source.h>
+#include <sluice/sources.h>
+
+namespace sluice {
+
+enum class JobStatus { kCreated, kRunning, kFinished, kCanceled, kFailed };
+const char* jobStatusName(JobStatus status);
+
+// A job that failed or was cancelled; what() names the failing operator,
+// subtask and the cause.
+class JobExecutionException : public SluiceException {
+ public:
+  JobExecutionException(std::string jobName, JobStatus status, const std::string& message)
+      : SluiceException("Job '" + jobName + "' " + (status == JobStatus::kCanceled ? "was cancelled" : "failed") +
+                        (message.empty() ? "" : ": " + message)),
+        jobName_(std::move(jobName)), status_(status) {}
+  const std::string& getJobName() const { return jobName_; }
+  JobStatus getStatus() const { return status_; }
+
+ private:
+  std::string jobName_;
+  JobStatus status_;
+};
+
+class JobExecutionResult {
+ public:
+  JobExecutionResult() = default;
+  JobExecutionResult(std::string jobName, int64_t netRuntimeMs,
+                     std::map<std::string, Accumulator::Value> accumulators, int64_t dropped)
+      : jobName_(std::move(jobName)), netRuntimeMs_(netRuntimeMs),
+        accumulators_(std::move(accumulators)), numRecordsDropped_(dropped) {}
+
+  const std::string& getJobName() const { return jobName_; }
+  // Wall time from start to end, in milliseconds.
+  int64_t getNetRuntime() const { return netRuntimeMs_; }
+  // The merged value of accumulator `name` (int64_t for LongCounter, double
+  // for DoubleCounter). Throws when there is no such accumulator.
+  template <class V>
+  V getAccumulatorResult(const std::string& name) const {
+    auto it = accumulators_.find(name);
+    if (it == accumulators_.end()) throw SluiceException("no accumulator named '" + name + "'");
+    if (!std::holds_alternative<V>(it->second)) {
+      throw SluiceException("accumulator '" + name + "' holds another type");
+    }
+    return std::get<V>(it->second);
+  }
+  const std::map<std::string, Accumulator::Value>& getAllAccumulatorResults() const {
+    return accumulators_;
+  }
+  // Records dropped on purpose, e.g. emitted to a side output nothing reads.
+  int64_t getNumRecordsDropped() const { return numRecordsDropped_; }
+
+ private:
+  std::string jobName_;
+  int64_t netRuntimeMs_ = 0;
+  std::map<std::string, Accumulator::Value> accumulators_;
+  int64_t numRecordsDropped_ = 0;
+};
+
+namespace internal {
+class JobHandle;
+// Runs the job built in `state` and blocks (what execute() does).
+JobExecutionResult executeState(const std::shared_ptr<EnvironmentState>& state,
+                                const std::string& jobName);
+}  // namespace internal
+
+// A handle to a job started with executeAsync().
+class JobClient {
+ public:
+  explicit JobClient(std::shared_ptr<internal::JobHandle> handle) : handle_(std::move(handle)) {}
+  JobStatus getJobStatus() const;
+  const std::string& getJobName() const;
+  // Asks every task to stop; getJobExecutionResult() then throws with status
+  // kCanceled.
+  void cancel();
+  // Blocks until the job ends. Throws JobExecutionException when it failed or
+  // was cancelled.
+  JobExecutionResult getJobExecutionResult();
+
+ private:
+  std::shared_ptr<internal::JobHandle> handle_;
+};
+
+namespace internal {
+
+template <class T, class SplitT>
+class SourceOperatorFactory final : public OperatorFactory {
+ public:
+  SourceOperatorFactory(std::shared_ptr<const Source<T, SplitT>> source, bool nonParallel)
+      : source_(std::move(source)), nonParallel_(nonParallel) {}
+  std::unique_ptr<StreamOperatorBase> createOperator() const override {
+    return std::make_unique<SourceOperator<T, SplitT>>(source_);
+  }
+  bool isSource() const override { return true; }
+  std::unique_ptr<SourceCoordinatorBase> createCoordinator(
+      SplitEnumeratorContextBase& context) const override {
+    return std::make_unique<SourceCoordinator<SplitT>>(*source_, context);
+  }
+  std::shared_ptr<const TypeOps> outputType() const override { return TypedOps<T>::instance(); }
+  bool isNonParallel() const override { return nonParallel_; }
+
+ private:
+  std::shared_ptr<const Source<T, SplitT>> source_;
+  bool nonParallel_;
+};
+
+}  // namespace internal
+
+class StreamExecutionEnvironment {
+ public:
+  // Reads the config file, `-D key=value`, `-p N` and `-c file` from the
+  // command line; arguments it does not know are left in getProgramArgs().
+  // Throws SluiceException naming the key/file for a bad setting.
+  static StreamExecutionEnvironment getExecutionEnvironment(int argc, const char* const* argv);
+  static StreamExecutionEnvironment getExecutionEnvironment();
+
+  explicit StreamExecutionEnvironment(const Configuration& config = Configuration());
+
+  StreamExecutionEnvironment& setParallelism(int parallelism);
+  int getParallelism() const { return state_->parallelism; }
+  // Default 128 (pipeline.max-parallelism): the number of key groups.
+  StreamExecutionEnvironment& setMaxParallelism(int maxParallelism);
+  int getMaxParallelism() const { return state_->maxParallelism; }
+  // Milliseconds a partly filled network buffer may wait before it is sent:
+  // 0 sends every record at once, -1 only full buffers. Default 100.
+  StreamExecutionEnvironment& setBufferTimeout(int64_t millis);
+  int64_t getBufferTimeout() const { return state_->bufferTimeoutMs; }
+  StreamExecutionEnvironment& disableOperatorChaining();
+  bool isChainingEnabled() const { return state_->chainingEnabled; }
+  const Configuration& getConfiguration() const { return state_->config; }
+  const std::vector<std::string>& getProgramArgs() const { return programArgs_; }
+
+  // --- sources ---------------------------------------------------------------
+
+  // A non-parallel source of the given elements, in order.
+  // String literals become std::string.
+  template <class T, class... More>
+  auto fromElements(T first, More... rest) {
+    using E = std::conditional_t<std::is_convertible_v<T, std::string_view> && !std::is_same_v<T, std::string>,
+                                 std::string, T>;
+    static_assert((std::is_convertible_v<More, E> && ...),
+                  "fromElements: all elements must have the type of the first");
+    return fromCollection(std::vector<E>{E(std::move(first)), E(std::move(rest))...});
+  }
+  template <class T>
+  SingleOutputStreamOperator<T> fromCollection(std::vector<T> elements) {
+    auto data = std::make_shared<const std::vector<T>>(std::move(elements));
+    return addSource<T, typename CollectionSource<T>::SplitType>(
+        std::make_shared<CollectionSource<T>>(data), "Collection Source", true);
+  }
+  // The numbers from..to, inclusive, split over the source's subtasks.
+  SingleOutputStreamOperator<int64_t> fromSequence(int64_t from, int64_t to);
+  // generator(index) for index 0..count-1 (sluice::kUnboundedCount for an
+  // endless stream), at most `recordsPerSecond` in total when > 0.
+  template <class F>
+  auto fromGenerator(F generator, int64_t count, double recordsPerSecond = 0) {
+    static_assert(std::is_invocable_v<F&, int64_t>, "fromGenerator(f, ...): f must be callable as T f(int64_t index)");
+    using T = std::decay_t<std::invoke_result_t<F&, int64_t>>;
+    return fromSource(GeneratorSource<T, F>(std::move(generator), count, recordsPerSecond),
+                      "Generator Source");
+  }
+  // The lines of a file, or of every file in a directory.
+  SingleOutputStreamOperator<std::string> readTextFile(const std::string& path);
+  // Lines read from a TCP socket until it closes. At-most-once.
+  SingleOutputStreamOperator<std::string> socketTextStream(const std::string& host, int port,
+                                                           char delimiter = '\n', int64_t maxRetry = 0);
+
+  template <class S>
+  SingleOutputStreamOperator<typename S::OutputType> fromSource(S source, const std::string& sourceName) {
+    using T = typename S::OutputType;
+    using SplitT = typename S::SplitType;
+    static_assert(std::is_base_of_v<Source<T, SplitT>, S>, "fromSource: S must derive from sluice::Source<T, Split>");
+    return addSource<T, SplitT>(std::make_shared<const S>(std::move(source)), sourceName, false);
+  }
+
+  // --- running -----------------------------------------------------------------
+
+  // Runs the job and blocks until it ends. Throws JobExecutionException when
+  // it fails, naming the operator, subtask and cause.
+  JobExecutionResult execute(const std::string& jobName = "");
+  JobClient executeAsync(const std::string& jobName = "");
+
+  // The job as it would run now (chained, with parallelism resolved), without
+  // running it. For tests and tools.
+  JobGraph getJobGraph(const std::string& jobName = "") const;
+  const StreamGraph& getStreamGraph() const { return state_->graph; }
+
+  const std::shared_ptr<internal::EnvironmentState>& state() const { return state_; }
+
+ private:
+  template <class T, class SplitT>
+  SingleOutputStreamOperator<T> addSource(std::shared_ptr<const Source<T, SplitT>> source, const std::string& name,
+                          bool nonParallel) {
+    auto factory = std::make_shared<internal::SourceOperatorFactory<T, SplitT>>(std::move(source), nonParallel);
+    int node = state_->graph.addNode("Source: " + name, factory);
+    return SingleOutputStreamOperator<T>(state_, node);
+  }
+
+  std::shared_ptr<internal::EnvironmentState> state_;
+  std::vector<std::string> programArgs_;
+};
+
+template <class T>
+std::vector<T> DataStream<T>::executeAndCollect(const std::string& jobName) {
+  auto buffer = std::make_shared<internal::CollectBuffer<T>>();
+  sinkTo(CollectSink<T>(buffer), "Collect Sink");
+  internal::executeState(env_, jobName);
+  return buffer->take();
+}
+
+}  // namespace sluice

@@ -1,0 +1,813 @@
+// Typed operators and plumbing behind the DataStream API.
+//
+// Users rarely include this directly: DataStream methods create these
+// operators. It implements, for a record type T, the runtime's abstract
+// contracts from <sluice/graph/operator.h>:
+//   - ChainedOutput<T>   calls the next chained operator's processElement;
+//   - FanOutOutput<T>    copies to several outputs;
+//   - NetworkOutput<T,P> serializes into a RecordWriterBase, P picks channels;
+//   - RecordProcessor<T> deserializes records from the network;
+// and the operators: map, flatMap, filter, process, keyed reduce and
+// aggregations, keyed process, the two-input co-operators and the sink
+// operator. Each operator holds its own copy of the user function and is
+// created once per subtask by an OperatorFactory.
+//
+// Hot path: an operator reuses one output record; chaining is a virtual call
+// per operator; no allocation per record unless the user's types allocate.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <sluice/core/flat_hash_map.h>
+#include <sluice/core/key_hash.h>
+#include <sluice/core/serializer.h>
+#include <sluice/functions.h>
+#include <sluice/graph/operator.h>
+#include <sluice/sink.h>
+
+namespace sluice::internal {
+
+// ---------------------------------------------------------------------------
+// Outputs
+
+template <class T>
+class ChainedOutput final : public Output<T> {
+ public:
+  ChainedOutput(StreamOperatorBase& target, int inputIndex)
+      : target_(target), input_(*static_cast<Input<T>*>(target.inputPointer(inputIndex))),
+        inputIndex_(inputIndex) {}
+
+  void collect(const StreamRecord<T>& record) override {
+    try {
+      input_.processElement(record);
+    } catch (const OperatorFailure&) {
+      throw;
+    } catch (const TaskCancelledException&) {
+      throw;
+    } catch (...) {
+      throw OperatorFailure(target_.operatorName(), describeCurrentException());
+    }
+  }
+  void emitWatermark(Watermark watermark) override {
+    target_.processWatermark(inputIndex_, watermark);
+  }
+  void emitWatermarkStatus(WatermarkStatus status) override {
+    target_.processWatermarkStatus(inputIndex_, status);
+  }
+
+ private:
+  StreamOperatorBase& target_;
+  Input<T>& input_;
+  const int inputIndex_;
+};
+
+template <class T>
+class FanOutOutput final : public Output<T> {
+ public:
+  explicit FanOutOutput(std::vector<std::unique_ptr<OutputBase>> outputs)
+      : owned_(std::move(outputs)) {
+    for (auto& o : owned_) outputs_.push_back(static_cast<Output<T>*>(o.get()));
+  }
+  void collect(const StreamRecord<T>& record) override {
+    for (Output<T>* o : outputs_) o->collect(record);
+  }
+  void emitWatermark(Watermark watermark) override {
+    for (Output<T>* o : outputs_) o->emitWatermark(watermark);
+  }
+  void emitWatermarkStatus(WatermarkStatus status) override {
+    for (Output<T>* o : outputs_) o->emitWatermarkStatus(status);
+  }
+
+ private:
+  std::vector<std::unique_ptr<OutputBase>> owned_;
+  std::vector<Output<T>*> outputs_;
+};
+
+template <class T>
+class DiscardingOutput final : public Output<T> {
+ public:
+  void collect(const StreamRecord<T>&) override {}
+  void emitWatermark(Watermark) override {}
+  void emitWatermarkStatus(WatermarkStatus) override {}
+};
+
+// ---------------------------------------------------------------------------
+// Partitioners: pick the channel of a record. -1 means every channel.
+
+template <class T>
+class ChannelSelector {
+ public:
+  virtual ~ChannelSelector() = default;
+  virtual int selectChannel(const StreamRecord<T>& record) = 0;
+};
+
+// Forward, global: always channel 0 (forward has exactly one channel).
+template <class T>
+class FirstChannelSelector final : public ChannelSelector<T> {
+ public:
+  int selectChannel(const StreamRecord<T>&) override { return 0; }
+};
+
+// Rebalance and rescale: round robin. Flink starts at a random channel; we
+// start at the subtask's index so runs are reproducible.
+template <class T>
+class RoundRobinSelector final : public ChannelSelector<T> {
+ public:
+  RoundRobinSelector(int channels, int start) : channels_(channels), next_(start % channels) {}
+  int selectChannel(const StreamRecord<T>&) override {
+    int c = next_;
+    if (++next_ == channels_) next_ = 0;
+    return c;
+  }
+
+ private:
+  const int channels_;
+  int next_;
+};
+
+// Shuffle: uniformly random, seeded per subtask (xorshift64*).
+template <class T>
+class ShuffleSelector final : public ChannelSelector<T> {
+ public:
+  ShuffleSelector(int channels, int subtask)
+      : channels_(static_cast<uint64_t>(channels)), state_(0x9E3779B97F4A7C15ULL * (subtask + 1)) {}
+  int selectChannel(const StreamRecord<T>&) override {
+    state_ ^= state_ >> 12;
+    state_ ^= state_ << 25;
+    state_ ^= state_ >> 27;
+    return static_cast<int>((state_ * 2685821657736338717ULL >> 33) % channels_);
+  }
+
+ private:
+  const uint64_t channels_;
+  uint64_t state_;
+};
+
+template <class T>
+class BroadcastSelector final : public ChannelSelector<T> {
+ public:
+  int selectChannel(const StreamRecord<T>&) override { return -1; }
+};
+
+// keyBy: Flink's key groups. keyGroup = murmur(hashCode(key)) % maxParallelism,
+// channel = keyGroup * parallelism / maxParallelism.
+template <class T, class KeySelector>
+class KeyGroupSelector final : public ChannelSelector<T> {
+ public:
+  KeyGroupSelector(KeySelector key, int channels, int maxParallelism)
+      : key_(std::move(key)), maxParallelism_(maxParallelism), channelOfGroup_(maxParallelism) {
+    checkParallelism(maxParallelism, channels);
+    for (int32_t g = 0; g < maxParallelism; ++g) {
+      channelOfGroup_[g] = computeOperatorIndexForKeyGroup(maxParallelism, channels, g);
+    }
+  }
+  int selectChannel(const StreamRecord<T>& record) override {
+    // Validated once above; per record only the hash and a table lookup.
+    int32_t group = murmurHash(javaHashCode(key_(record.value))) % maxParallelism_;
+    return channelOfGroup_[group];
+  }
+
+ private:
+  KeySelector key_;
+  const int32_t maxParallelism_;
+  std::vector<int> channelOfGroup_;
+};
+
+template <class T, class K, class KeySelector>
+class CustomSelector final : public ChannelSelector<T> {
+ public:
+  CustomSelector(std::unique_ptr<Partitioner<K>> partitioner, KeySelector key, int channels)
+      : partitioner_(std::move(partitioner)), key_(std::move(key)), channels_(channels) {}
+  int selectChannel(const StreamRecord<T>& record) override {
+    int c = partitioner_->partition(key_(record.value), channels_);
+    if (c < 0 || c >= channels_) {
+      throw SluiceException("custom partitioner returned partition " + std::to_string(c) +
+                            ", outside [0, " + std::to_string(channels_) + ")");
+    }
+    return c;
+  }
+
+ private:
+  std::unique_ptr<Partitioner<K>> partitioner_;
+  KeySelector key_;
+  const int channels_;
+};
+
+template <class T>
+class NetworkOutput final : public Output<T> {
+ public:
+  NetworkOutput(RecordWriterBase& writer, std::unique_ptr<ChannelSelector<T>> selector)
+      : writer_(writer), selector_(std::move(selector)) {}
+
+  void collect(const StreamRecord<T>& record) override {
+    scratch_.clear();
+    DataOutputView out(scratch_);
+    writeRecordHeader(record, out);
+    TypeSerializer<T>::serialize(record.value, out);
+    int c = selector_->selectChannel(record);
+    if (c < 0) {
+      writer_.broadcastEmit(scratch_.data(), scratch_.size());
+    } else {
+      writer_.emit(c, scratch_.data(), scratch_.size());
+    }
+  }
+  void emitWatermark(Watermark watermark) override { writer_.broadcastWatermark(watermark); }
+  void emitWatermarkStatus(WatermarkStatus status) override {
+    writer_.broadcastWatermarkStatus(status);
+  }
+
+ private:
+  RecordWriterBase& writer_;
+  std::unique_ptr<ChannelSelector<T>> selector_;
+  std::vector<uint8_t> scratch_;
+};
+
+template <class T>
+class RecordProcessor final : public RecordProcessorBase {
+ public:
+  RecordProcessor(StreamOperatorBase& target, int inputIndex)
+      : input_(*static_cast<Input<T>*>(target.inputPointer(inputIndex))) {}
+  void processRecord(DataInputView& in, bool hasTimestamp, int64_t timestamp) override {
+    TypeSerializer<T>::deserialize(record_.value, in);
+    if (in.remaining() != 0) {
+      throw SerializationError("record of type " + TypeSerializer<T>::schema() + " has " +
+                               std::to_string(in.remaining()) + " unread trailing bytes");
+    }
+    record_.hasTimestamp = hasTimestamp;
+    record_.timestamp = timestamp;
+    input_.processElement(record_);
+  }
+
+ private:
+  Input<T>& input_;
+  StreamRecord<T> record_;
+};
+
+template <class T>
+class TypedOps final : public TypeOps {
+  static_assert(Serializable<T>,
+                "this record type has no sluice::TypeSerializer: declare a struct with "
+                "SLUICE_STRUCT(Type, field1, field2, ...), use a supported type (numbers, "
+                "std::string, pair, tuple, vector, optional, map, ...), or specialize "
+                "sluice::TypeSerializer<T>");
+
+ public:
+  static std::shared_ptr<const TypeOps> instance() {
+    static const std::shared_ptr<const TypeOps> ops = std::make_shared<TypedOps<T>>();
+    return ops;
+  }
+  std::string schema() const override { return TypeSerializer<T>::schema(); }
+  std::unique_ptr<OutputBase> createChainedOutput(StreamOperatorBase& target,
+                                                  int inputIndex) const override {
+    return std::make_unique<ChainedOutput<T>>(target, inputIndex);
+  }
+  std::unique_ptr<RecordProcessorBase> createRecordProcessor(StreamOperatorBase& target,
+                                                             int inputIndex) const override {
+    return std::make_unique<RecordProcessor<T>>(target, inputIndex);
+  }
+  std::unique_ptr<OutputBase> createFanOut(
+      std::vector<std::unique_ptr<OutputBase>> outputs) const override {
+    if (outputs.empty()) return std::make_unique<DiscardingOutput<T>>();
+    if (outputs.size() == 1) return std::move(outputs.front());
+    return std::make_unique<FanOutOutput<T>>(std::move(outputs));
+  }
+};
+
+// The network side of an edge whose partitioning needs no key.
+template <class T>
+class PlainNetworkFactory final : public NetworkOutputFactory {
+ public:
+  std::unique_ptr<OutputBase> createNetworkOutput(RecordWriterBase& writer, PartitionKind kind,
+                                                  int subtask, int) const override {
+    const int channels = writer.numberOfChannels();
+    std::unique_ptr<ChannelSelector<T>> s;
+    switch (kind) {
+      case PartitionKind::kRebalance:
+      case PartitionKind::kRescale: s = std::make_unique<RoundRobinSelector<T>>(channels, subtask); break;
+      case PartitionKind::kShuffle: s = std::make_unique<ShuffleSelector<T>>(channels, subtask); break;
+      case PartitionKind::kBroadcast: s = std::make_unique<BroadcastSelector<T>>(); break;
+      case PartitionKind::kForward:
+      case PartitionKind::kGlobal: s = std::make_unique<FirstChannelSelector<T>>(); break;
+      default:
+        throw SluiceException(std::string("partitioning ") + partitionKindName(kind) +
+                              " needs a key selector");
+    }
+    return std::make_unique<NetworkOutput<T>>(writer, std::move(s));
+  }
+};
+
+template <class T, class KeySelector>
+class KeyedNetworkFactory final : public NetworkOutputFactory {
+ public:
+  explicit KeyedNetworkFactory(KeySelector key) : key_(std::move(key)) {}
+  std::unique_ptr<OutputBase> createNetworkOutput(RecordWriterBase& writer, PartitionKind, int,
+                                                  int maxParallelism) const override {
+    return std::make_unique<NetworkOutput<T>>(
+        writer, std::make_unique<KeyGroupSelector<T, KeySelector>>(key_, writer.numberOfChannels(),
+                                                                   maxParallelism));
+  }
+
+ private:
+  KeySelector key_;
+};
+
+// Every sending subtask gets its own copy of the partitioner, as in Flink, so a
+// partitioner may keep state without locks.
+template <class T, class K, class P, class KeySelector>
+class CustomNetworkFactory final : public NetworkOutputFactory {
+ public:
+  CustomNetworkFactory(P partitioner, KeySelector key)
+      : partitioner_(std::move(partitioner)), key_(std::move(key)) {}
+  std::unique_ptr<OutputBase> createNetworkOutput(RecordWriterBase& writer, PartitionKind, int,
+                                                  int) const override {
+    return std::make_unique<NetworkOutput<T>>(
+        writer, std::make_unique<CustomSelector<T, K, KeySelector>>(
+                    std::make_unique<P>(partitioner_), key_, writer.numberOfChannels()));
+  }
+
+ private:
+  P partitioner_;
+  KeySelector key_;
+};
+
+// ---------------------------------------------------------------------------
+// Operator bases
+
+template <class F>
+void openFunction(F& f, RuntimeContext& context) {
+  if constexpr (std::is_base_of_v<RichFunction, F>) {
+    f.setRuntimeContext(&context);
+    f.open();
+  }
+}
+template <class F>
+void closeFunction(F& f) {
+  if constexpr (std::is_base_of_v<RichFunction, F>) {
+    f.close();
+    f.setRuntimeContext(nullptr);
+  }
+}
+
+template <class IN, class OUT>
+class OneInputOperator : public StreamOperatorBase, public Input<IN> {
+ public:
+  void setup(OperatorContext& context, OutputBase& output) override {
+    StreamOperatorBase::setup(context, output);
+    out_ = &static_cast<Output<OUT>&>(output);
+  }
+  int numberOfInputs() const override { return 1; }
+  void* inputPointer(int) override { return static_cast<Input<IN>*>(this); }
+
+ protected:
+  Output<OUT>& output() { return *out_; }
+  // Emits `value` with the timestamp of `from`.
+  template <class V>
+  void emit(V&& value, const StreamRecord<IN>& from) {
+    record_.value = std::forward<V>(value);
+    record_.timestamp = from.timestamp;
+    record_.hasTimestamp = from.hasTimestamp;
+    out_->collect(record_);
+  }
+
+  StreamRecord<OUT> record_;
+
+ private:
+  Output<OUT>* out_ = nullptr;
+};
+
+// Two inputs; the operator's watermark is the minimum of both inputs'.
+template <class IN1, class IN2, class OUT>
+class TwoInputOperator : public StreamOperatorBase {
+ public:
+  void setup(OperatorContext& context, OutputBase& output) override {
+    StreamOperatorBase::setup(context, output);
+    out_ = &static_cast<Output<OUT>&>(output);
+  }
+  int numberOfInputs() const override { return 2; }
+  void* inputPointer(int index) override {
+    return index == 0 ? static_cast<void*>(&first_) : static_cast<void*>(&second_);
+  }
+  // The operator's watermark is the minimum over its active inputs; an idle
+  // input does not hold it back, and the operator is idle only when both are.
+  void processWatermark(int input, Watermark watermark) override {
+    watermarks_[input] = watermark.timestamp;
+    advance();
+  }
+  void processWatermarkStatus(int input, WatermarkStatus status) override {
+    idle_[input] = status == WatermarkStatus::kIdle;
+    bool nowIdle = idle_[0] && idle_[1];
+    if (nowIdle != outputIdle_) {
+      outputIdle_ = nowIdle;
+      out_->emitWatermarkStatus(status);
+    }
+    if (!nowIdle) advance();
+  }
+  void endInput(int input) override {
+    // An ended input no longer holds the watermark back.
+    watermarks_[input] = kMaxTimestamp;
+    idle_[input] = false;
+    advance();
+  }
+
+  virtual void processElement1(const StreamRecord<IN1>& record) = 0;
+  virtual void processElement2(const StreamRecord<IN2>& record) = 0;
+
+ protected:
+  Output<OUT>& output() { return *out_; }
+  StreamRecord<OUT> record_;
+
+ private:
+  template <class IN, int kIndex>
+  struct Side final : Input<IN> {
+    explicit Side(TwoInputOperator& op) : op(op) {}
+    void processElement(const StreamRecord<IN>& r) override {
+      if constexpr (kIndex == 0) {
+        op.processElement1(r);
+      } else {
+        op.processElement2(r);
+      }
+    }
+    TwoInputOperator& op;
+  };
+  Output<OUT>* out_ = nullptr;
+  Side<IN1, 0> first_{*this};
+  Side<IN2, 1> second_{*this};
+  void advance() {
+    int64_t min = kMaxTimestamp;
+    bool any = false;
+    for (int i = 0; i < 2; ++i) {
+      if (idle_[i]) continue;
+      any = true;
+      min = std::min(min, watermarks_[i]);
+    }
+    if (any && min > current_) {
+      current_ = min;
+      out_->emitWatermark(Watermark{min});
+    }
+  }
+
+  int64_t watermarks_[2] = {kMinTimestamp, kMinTimestamp};
+  bool idle_[2] = {false, false};
+  bool outputIdle_ = false;
+  int64_t current_ = kMinTimestamp;
+};
+
+// A Collector that stamps outputs with the current input's timestamp.
+template <class OUT>
+class TimestampedCollector final : public Collector<OUT> {
+ public:
+  void setOutput(Output<OUT>* out) { out_ = out; }
+  void setTimestampFrom(bool hasTimestamp, int64_t timestamp) {
+    record_.hasTimestamp = hasTimestamp;
+    record_.timestamp = timestamp;
+  }
+  void collect(const OUT& value) override {
+    record_.value = value;
+    out_->collect(record_);
+  }
+  void collect(OUT&& value) override {
+    record_.value = std::move(value);
+    out_->collect(record_);
+  }
+
+ private:
+  Output<OUT>* out_ = nullptr;
+  StreamRecord<OUT> record_;
+};
+
+// ---------------------------------------------------------------------------
+// Operators
+
+template <class IN, class OUT, class F>
+class MapOperator final : public OneInputOperator<IN, OUT> {
+ public:
+  explicit MapOperator(F f) : f_(std::move(f)) {}
+  void open() override { openFunction(f_, this->context().runtimeContext()); }
+  void close() override { closeFunction(f_); }
+  void processElement(const StreamRecord<IN>& r) override {
+    if constexpr (std::is_invocable_v<F&, const IN&>) {
+      this->emit(f_(r.value), r);
+    } else {
+      this->emit(f_.map(r.value), r);
+    }
+  }
+
+ private:
+  F f_;
+};
+
+template <class IN, class OUT, class F>
+class FlatMapOperator final : public OneInputOperator<IN, OUT> {
+ public:
+  explicit FlatMapOperator(F f) : f_(std::move(f)) {}
+  void open() override {
+    collector_.setOutput(&this->output());
+    openFunction(f_, this->context().runtimeContext());
+  }
+  void close() override { closeFunction(f_); }
+  void processElement(const StreamRecord<IN>& r) override {
+    collector_.setTimestampFrom(r.hasTimestamp, r.timestamp);
+    if constexpr (std::is_invocable_v<F&, const IN&, Collector<OUT>&>) {
+      f_(r.value, collector_);
+    } else {
+      f_.flatMap(r.value, collector_);
+    }
+  }
+
+ private:
+  F f_;
+  TimestampedCollector<OUT> collector_;
+};
+
+template <class T, class F>
+class FilterOperator final : public OneInputOperator<T, T> {
+ public:
+  explicit FilterOperator(F f) : f_(std::move(f)) {}
+  void open() override { openFunction(f_, this->context().runtimeContext()); }
+  void close() override { closeFunction(f_); }
+  void processElement(const StreamRecord<T>& r) override {
+    bool keep;
+    if constexpr (std::is_invocable_v<F&, const T&>) {
+      keep = f_(r.value);
+    } else {
+      keep = f_.filter(r.value);
+    }
+    if (keep) this->output().collect(r);
+  }
+
+ private:
+  F f_;
+};
+
+// The context handed to ProcessFunction-style user functions. `Base` is the
+// function's Context class.
+template <class Base>
+class ProcessContextImpl : public Base {
+ public:
+  void setContext(OperatorContext* context) {
+    side_.setContext(context);
+    this->sideOutputs_ = &side_;
+  }
+  void setCurrent(bool hasTimestamp, int64_t timestamp) {
+    hasTimestamp_ = hasTimestamp;
+    timestamp_ = timestamp;
+  }
+  std::optional<int64_t> timestamp() const override {
+    return hasTimestamp_ ? std::optional<int64_t>(timestamp_) : std::nullopt;
+  }
+
+ private:
+  SideOutputs side_;
+  bool hasTimestamp_ = false;
+  int64_t timestamp_ = kMinTimestamp;
+};
+
+template <class IN, class OUT, class F>
+class ProcessOperator final : public OneInputOperator<IN, OUT> {
+ public:
+  explicit ProcessOperator(F f) : f_(std::move(f)) {}
+  void open() override {
+    ctx_.setContext(&this->context());
+    collector_.setOutput(&this->output());
+    openFunction(f_, this->context().runtimeContext());
+  }
+  void close() override { closeFunction(f_); }
+  void processElement(const StreamRecord<IN>& r) override {
+    ctx_.setCurrent(r.hasTimestamp, r.timestamp);
+    collector_.setTimestampFrom(r.hasTimestamp, r.timestamp);
+    f_.processElement(r.value, ctx_, collector_);
+  }
+
+ private:
+  F f_;
+  ProcessContextImpl<typename ProcessFunction<IN, OUT>::Context> ctx_;
+  TimestampedCollector<OUT> collector_;
+};
+
+template <class K, class IN, class OUT, class F, class KeySelector>
+class KeyedProcessOperator final : public OneInputOperator<IN, OUT> {
+ public:
+  KeyedProcessOperator(F f, KeySelector key) : f_(std::move(f)), key_(std::move(key)) {}
+  void open() override {
+    ctx_.setContext(&this->context());
+    collector_.setOutput(&this->output());
+    openFunction(f_, this->context().runtimeContext());
+  }
+  void close() override { closeFunction(f_); }
+  void processElement(const StreamRecord<IN>& r) override {
+    ctx_.key = key_(r.value);
+    ctx_.setCurrent(r.hasTimestamp, r.timestamp);
+    collector_.setTimestampFrom(r.hasTimestamp, r.timestamp);
+    f_.processElement(r.value, ctx_, collector_);
+  }
+
+ private:
+  struct Ctx final : ProcessContextImpl<typename KeyedProcessFunction<K, IN, OUT>::Context> {
+    const K& getCurrentKey() const override { return key; }
+    K key{};
+  };
+  F f_;
+  KeySelector key_;
+  Ctx ctx_;
+  TimestampedCollector<OUT> collector_;
+};
+
+// Hashes keys for an operator's own per-key table. Only this process sees
+// these hashes (key groups use javaHashCode), so strings take the faster
+// std::hash.
+template <class K>
+struct KeyHasher {
+  uint64_t operator()(const K& key) const {
+    if constexpr (std::is_same_v<K, std::string>) {
+      return std::hash<std::string_view>{}(key);
+    } else if constexpr (std::is_integral_v<K>) {
+      return static_cast<uint64_t>(key);
+    } else {
+      return static_cast<uint32_t>(javaHashCode(key));
+    }
+  }
+};
+
+// A reduce function that can update the running value in place:
+// apply(acc, next) returns true when `next` should replace `acc` instead.
+template <class F, class T>
+concept InPlaceReducer = requires(const F& f, T& acc, const T& in) {
+  { f.apply(acc, in) } -> std::same_as<bool>;
+};
+
+// Keyed running reduce: emits the updated result for every element, like
+// Flink's StreamGroupedReduceOperator. `F` is T(const T& acc, const T& next)
+// or a ReduceFunction<T>. The per-key results live in this operator until
+// keyed state backends take them over.
+template <class T, class K, class F, class KeySelector>
+class KeyedReduceOperator final : public OneInputOperator<T, T> {
+ public:
+  KeyedReduceOperator(F f, KeySelector key) : f_(std::move(f)), key_(std::move(key)) {}
+  void open() override { openFunction(f_, this->context().runtimeContext()); }
+  void close() override { closeFunction(f_); }
+  void processElement(const StreamRecord<T>& r) override {
+    auto [slot, inserted] = values_.tryEmplace(key_(r.value));
+    StreamRecord<T>& acc = slot->value;
+    if (inserted) {
+      acc.value = r.value;
+    } else if constexpr (InPlaceReducer<F, T>) {
+      if (f_.apply(acc.value, r.value)) acc.value = r.value;
+    } else if constexpr (std::is_invocable_v<F&, const T&, const T&>) {
+      acc.value = f_(acc.value, r.value);
+    } else {
+      acc.value = f_.reduce(acc.value, r.value);
+    }
+    // The stored record is emitted as it is: no copy of the value.
+    acc.timestamp = r.timestamp;
+    acc.hasTimestamp = r.hasTimestamp;
+    this->output().collect(acc);
+  }
+
+ private:
+  F f_;
+  KeySelector key_;
+  FlatHashMap<K, StreamRecord<T>, KeyHasher<K>> values_;
+};
+
+template <class IN1, class IN2, class OUT, class F>
+class CoMapOperator final : public TwoInputOperator<IN1, IN2, OUT> {
+ public:
+  CoMapOperator(F f) : f_(std::move(f)) {}
+  void open() override { openFunction(f_, this->context().runtimeContext()); }
+  void close() override { closeFunction(f_); }
+  void processElement1(const StreamRecord<IN1>& r) override { emit(f_.map1(r.value), r); }
+  void processElement2(const StreamRecord<IN2>& r) override { emit(f_.map2(r.value), r); }
+
+ private:
+  template <class R>
+  void emit(OUT&& v, const R& from) {
+    this->record_.value = std::move(v);
+    this->record_.hasTimestamp = from.hasTimestamp;
+    this->record_.timestamp = from.timestamp;
+    this->output().collect(this->record_);
+  }
+  F f_;
+};
+
+template <class IN1, class IN2, class OUT, class F>
+class CoFlatMapOperator final : public TwoInputOperator<IN1, IN2, OUT> {
+ public:
+  CoFlatMapOperator(F f) : f_(std::move(f)) {}
+  void open() override {
+    collector_.setOutput(&this->output());
+    openFunction(f_, this->context().runtimeContext());
+  }
+  void close() override { closeFunction(f_); }
+  void processElement1(const StreamRecord<IN1>& r) override {
+    collector_.setTimestampFrom(r.hasTimestamp, r.timestamp);
+    f_.flatMap1(r.value, collector_);
+  }
+  void processElement2(const StreamRecord<IN2>& r) override {
+    collector_.setTimestampFrom(r.hasTimestamp, r.timestamp);
+    f_.flatMap2(r.value, collector_);
+  }
+
+ private:
+  F f_;
+  TimestampedCollector<OUT> collector_;
+};
+
+template <class IN1, class IN2, class OUT, class F>
+class CoProcessOperator final : public TwoInputOperator<IN1, IN2, OUT> {
+ public:
+  CoProcessOperator(F f) : f_(std::move(f)) {}
+  void open() override {
+    ctx_.setContext(&this->context());
+    collector_.setOutput(&this->output());
+    openFunction(f_, this->context().runtimeContext());
+  }
+  void close() override { closeFunction(f_); }
+  void processElement1(const StreamRecord<IN1>& r) override {
+    ctx_.setCurrent(r.hasTimestamp, r.timestamp);
+    collector_.setTimestampFrom(r.hasTimestamp, r.timestamp);
+    f_.processElement1(r.value, ctx_, collector_);
+  }
+  void processElement2(const StreamRecord<IN2>& r) override {
+    ctx_.setCurrent(r.hasTimestamp, r.timestamp);
+    collector_.setTimestampFrom(r.hasTimestamp, r.timestamp);
+    f_.processElement2(r.value, ctx_, collector_);
+  }
+
+ private:
+  F f_;
+  ProcessContextImpl<typename CoProcessFunction<IN1, IN2, OUT>::Context> ctx_;
+  TimestampedCollector<OUT> collector_;
+};
+
+// Runs a Sink's writer. Has no output.
+template <class T>
+class SinkOperator final : public OneInputOperator<T, T>,
+                           private SinkWriterContext,
+                           private WriterInitContext {
+ public:
+  explicit SinkOperator(std::shared_ptr<const Sink<T>> sink) : sink_(std::move(sink)) {}
+  void open() override { writer_ = sink_->createWriter(*this); }
+  void processElement(const StreamRecord<T>& r) override {
+    current_ = &r;
+    writer_->write(r.value, *this);
+  }
+  void processWatermark(int, Watermark watermark) override { watermark_ = watermark.timestamp; }
+  void processWatermarkStatus(int, WatermarkStatus) override {}
+  void finish() override { writer_->flush(true); }
+  void close() override {
+    if (writer_) writer_->close();
+  }
+
+ private:
+  std::optional<int64_t> timestamp() const override {
+    return current_->hasTimestamp ? std::optional<int64_t>(current_->timestamp) : std::nullopt;
+  }
+  int64_t currentWatermark() const override { return watermark_; }
+  int getSubtaskId() const override {
+    return const_cast<SinkOperator*>(this)->context().runtimeContext().getIndexOfThisSubtask();
+  }
+  int getNumberOfParallelSubtasks() const override {
+    return const_cast<SinkOperator*>(this)->context().runtimeContext().getNumberOfParallelSubtasks();
+  }
+  RuntimeContext& getRuntimeContext() override { return this->context().runtimeContext(); }
+
+  std::shared_ptr<const Sink<T>> sink_;
+  std::unique_ptr<SinkWriter<T>> writer_;
+  const StreamRecord<T>* current_ = nullptr;
+  int64_t watermark_ = kMinTimestamp;
+};
+
+// ---------------------------------------------------------------------------
+// Factories
+
+// Creates an operator per subtask by copying a prototype function object.
+template <class OUT, class Make>
+class LambdaOperatorFactory final : public OperatorFactory {
+ public:
+  explicit LambdaOperatorFactory(Make make) : make_(std::move(make)) {}
+  std::unique_ptr<StreamOperatorBase> createOperator() const override { return make_(); }
+  std::shared_ptr<const TypeOps> outputType() const override {
+    if constexpr (std::is_void_v<OUT>) {
+      return nullptr;
+    } else {
+      return TypedOps<OUT>::instance();
+    }
+  }
+
+ private:
+  Make make_;
+};
+
+template <class OUT, class Make>
+std::shared_ptr<const OperatorFactory> makeOperatorFactory(Make make) {
+  return std::make_shared<LambdaOperatorFactory<OUT, Make>>(std::move(make));
+}
+
+}  // namespace sluice::internal

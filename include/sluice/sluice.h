@@ -1,0 +1,19 @@
+// The one header a Sluice job includes.
+//
+// Sluice runs Apache Flink's DataStream model in C++: build a pipeline on a
+// StreamExecutionEnvironment, then execute() it. See docs/datastream-api.md.
+#pragma once
+
+#include <sluice/core/config.h>
+#include <sluice/core/key_hash.h>
+#include <sluice/core/runtime_context.h>
+#include <sluice/core/serializer.h>
+#include <sluice/core/status.h>
+#include <sluice/datastream.h>
+#include <sluice/environment.h>
+#include <sluice/format.h>
+#include <sluice/functions.h>
+#include <sluice/sink.h>
+#include <sluice/sinks.h>
+#include <sluice/source.h>
+#include <sluice/sources.h>

@@ -1,0 +1,212 @@
+#include <sluice/environment.h>
+
+#include <fmt/format.h>
+
+#include "core/logging.h"
+#include "runtime/mini_cluster.h"
+
+namespace sluice {
+
+const char* jobStatusName(JobStatus status) {
+  switch (status) {
+    case JobStatus::kCreated: return "CREATED";
+    case JobStatus::kRunning: return "RUNNING";
+    case JobStatus::kFinished: return "FINISHED";
+    case JobStatus::kCanceled: return "CANCELED";
+    case JobStatus::kFailed: return "FAILED";
+  }
+  return "UNKNOWN";
+}
+
+namespace internal {
+
+class JobHandle {
+ public:
+  JobHandle(std::string name, std::shared_ptr<runtime::JobRun> run)
+      : name_(std::move(name)), run_(std::move(run)) {}
+  const std::string& name() const { return name_; }
+  runtime::JobRun& run() { return *run_; }
+
+ private:
+  std::string name_;
+  std::shared_ptr<runtime::JobRun> run_;
+};
+
+namespace {
+
+JobStatus toStatus(runtime::JobState s) {
+  switch (s) {
+    case runtime::JobState::kCreated: return JobStatus::kCreated;
+    case runtime::JobState::kRunning: return JobStatus::kRunning;
+    case runtime::JobState::kFinished: return JobStatus::kFinished;
+    case runtime::JobState::kCanceled: return JobStatus::kCanceled;
+    case runtime::JobState::kFailed: return JobStatus::kFailed;
+  }
+  return JobStatus::kFailed;
+}
+
+std::shared_ptr<StreamGraph> prepare(const EnvironmentState& state, const std::string& jobName) {
+  auto graph = std::make_shared<StreamGraph>(state.graph);
+  std::string name = jobName;
+  if (name.empty()) name = state.config.get(options::kPipelineName);
+  if (name.empty()) name = "Sluice Streaming Job";
+  graph->jobName = name;
+  graph->defaultParallelism = state.parallelism;
+  graph->defaultMaxParallelism = state.maxParallelism;
+  graph->chainingEnabled = state.chainingEnabled;
+  graph->bufferTimeoutMs = state.bufferTimeoutMs;
+  graph->resolve();
+  return graph;
+}
+
+runtime::MiniClusterOptions clusterOptions(const Configuration& config) {
+  runtime::MiniClusterOptions o;
+  o.segmentSize = config.get(options::kTaskManagerMemorySegmentSize).bytes;
+  o.buffersPerChannel = config.get(options::kTaskManagerNetworkMemoryBuffersPerChannel);
+  o.floatingBuffers = config.get(options::kTaskManagerNetworkMemoryFloatingBuffersPerGate);
+  if (o.segmentSize < 64 || o.segmentSize > (size_t{1} << 30)) {
+    throw SluiceException(fmt::format("taskmanager.memory.segment-size must be between 64 b and 1 gb, got {} bytes",
+                                      o.segmentSize));
+  }
+  if (o.buffersPerChannel < 1) {
+    throw SluiceException("taskmanager.network.memory.buffers-per-channel must be at least 1");
+  }
+  if (o.floatingBuffers < 0) {
+    throw SluiceException("taskmanager.network.memory.floating-buffers-per-gate must not be negative");
+  }
+  return o;
+}
+
+std::shared_ptr<JobHandle> start(const std::shared_ptr<EnvironmentState>& state,
+                                 const std::string& jobName) {
+  auto graph = prepare(*state, jobName);
+  auto options = clusterOptions(state->config);
+  // As in Flink, execute() consumes the transformations built so far.
+  state->graph = StreamGraph();
+  std::shared_ptr<runtime::JobRun> run;
+  try {
+    run = runtime::JobRun::start(graph, options);
+  } catch (...) {
+    // A source enumerator that cannot start (e.g. a missing input file).
+    throw JobExecutionException(graph->jobName, JobStatus::kFailed, describeCurrentException());
+  }
+  return std::make_shared<JobHandle>(graph->jobName, std::move(run));
+}
+
+}  // namespace
+
+JobExecutionResult executeState(const std::shared_ptr<EnvironmentState>& state,
+                                const std::string& jobName) {
+  return JobClient(start(state, jobName)).getJobExecutionResult();
+}
+
+}  // namespace internal
+
+JobStatus JobClient::getJobStatus() const { return internal::toStatus(handle_->run().state()); }
+const std::string& JobClient::getJobName() const { return handle_->name(); }
+void JobClient::cancel() { handle_->run().cancel(); }
+
+JobExecutionResult JobClient::getJobExecutionResult() {
+  runtime::JobOutcome out = handle_->run().wait();
+  JobStatus status = internal::toStatus(out.state);
+  if (status != JobStatus::kFinished) {
+    throw JobExecutionException(handle_->name(), status, out.error);
+  }
+  return JobExecutionResult(handle_->name(), out.netRuntimeMs, std::move(out.accumulators),
+                            out.numRecordsDropped);
+}
+
+StreamExecutionEnvironment::StreamExecutionEnvironment(const Configuration& config)
+    : state_(std::make_shared<internal::EnvironmentState>()) {
+  state_->config = config;
+  state_->parallelism = config.get(options::kParallelismDefault);
+  state_->maxParallelism = config.get(options::kPipelineMaxParallelism);
+  state_->bufferTimeoutMs = config.get(options::kExecutionBufferTimeout).count();
+  if (state_->parallelism < 1) {
+    throw SluiceException(fmt::format("parallelism.default must be at least 1, got {} (from {})",
+                                      state_->parallelism, config.source(options::kParallelismDefault.key)));
+  }
+  if (state_->maxParallelism < 1 || state_->maxParallelism > kUpperBoundMaxParallelism) {
+    throw SluiceException(fmt::format("pipeline.max-parallelism must be in [1, 32768], got {}",
+                                      state_->maxParallelism));
+  }
+  (void)internal::clusterOptions(config);  // validate early
+}
+
+StreamExecutionEnvironment StreamExecutionEnvironment::getExecutionEnvironment(
+    int argc, const char* const* argv) {
+  std::vector<std::string> rest;
+  Configuration config = loadConfiguration(argc, argv, &rest).valueOrThrow();
+  StreamExecutionEnvironment env(config);
+  env.programArgs_ = std::move(rest);
+  return env;
+}
+
+StreamExecutionEnvironment StreamExecutionEnvironment::getExecutionEnvironment() {
+  const char* argv[] = {"sluice"};
+  return getExecutionEnvironment(1, argv);
+}
+
+StreamExecutionEnvironment& StreamExecutionEnvironment::setParallelism(int parallelism) {
+  if (parallelism < 1) {
+    throw SluiceException(fmt::format("setParallelism: parallelism must be at least 1, got {}", parallelism));
+  }
+  state_->parallelism = parallelism;
+  return *this;
+}
+
+StreamExecutionEnvironment& StreamExecutionEnvironment::setMaxParallelism(int maxParallelism) {
+  if (maxParallelism < 1 || maxParallelism > kUpperBoundMaxParallelism) {
+    throw SluiceException(
+        fmt::format("setMaxParallelism: must be in [1, 32768], got {}", maxParallelism));
+  }
+  state_->maxParallelism = maxParallelism;
+  return *this;
+}
+
+StreamExecutionEnvironment& StreamExecutionEnvironment::setBufferTimeout(int64_t millis) {
+  if (millis < -1) {
+    throw SluiceException(fmt::format("setBufferTimeout: must be >= -1, got {}", millis));
+  }
+  state_->bufferTimeoutMs = millis;
+  return *this;
+}
+
+StreamExecutionEnvironment& StreamExecutionEnvironment::disableOperatorChaining() {
+  state_->chainingEnabled = false;
+  return *this;
+}
+
+SingleOutputStreamOperator<int64_t> StreamExecutionEnvironment::fromSequence(int64_t from, int64_t to) {
+  if (from > to) {
+    throw SluiceException(fmt::format("fromSequence: from ({}) must not be greater than to ({})", from, to));
+  }
+  return fromSource(NumberSequenceSource(from, to), "Sequence Source");
+}
+
+SingleOutputStreamOperator<std::string> StreamExecutionEnvironment::readTextFile(const std::string& path) {
+  return fromSource(TextLineFileSource(path), "Text File Source: " + path);
+}
+
+SingleOutputStreamOperator<std::string> StreamExecutionEnvironment::socketTextStream(const std::string& host, int port,
+                                                                     char delimiter, int64_t maxRetry) {
+  if (port < 0 || port > 65535) {
+    throw SluiceException(fmt::format("socketTextStream: port must be in [0, 65535], got {}", port));
+  }
+  return addSource<std::string, SocketTextSource::SplitType>(
+      std::make_shared<SocketTextSource>(host, port, delimiter, maxRetry), "Socket Stream", true);
+}
+
+JobExecutionResult StreamExecutionEnvironment::execute(const std::string& jobName) {
+  return internal::executeState(state_, jobName);
+}
+
+JobClient StreamExecutionEnvironment::executeAsync(const std::string& jobName) {
+  return JobClient(internal::start(state_, jobName));
+}
+
+JobGraph StreamExecutionEnvironment::getJobGraph(const std::string& jobName) const {
+  return createJobGraph(*internal::prepare(*state_, jobName));
+}
+
+}  // namespace sluice

@@ -1,0 +1,167 @@
+// Runs the example programs as a user would (separate processes) and checks
+// their printed counts against counts computed here from the same input.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace {
+
+std::map<std::string, int64_t> referenceCounts(const std::string& text) {
+  std::map<std::string, int64_t> counts;
+  std::string word;
+  for (char ch : text + "\n") {
+    auto c = static_cast<unsigned char>(ch);
+    if (std::isalnum(c)) {
+      word.push_back(static_cast<char>(std::tolower(c)));
+    } else if (!word.empty()) {
+      ++counts[word];
+      word.clear();
+    }
+  }
+  return counts;
+}
+
+// Parses "(word,n)" lines, optionally prefixed "k> ", keeping the last (highest)
+// count per word and checking that each word's counts run 1, 2, 3, ...
+std::map<std::string, int64_t> parseRunningCounts(const std::string& out) {
+  std::map<std::string, int64_t> last;
+  std::regex line(R"(^(?:\d+> )?\(([^,]*),(\d+)\)$)");
+  std::istringstream in(out);
+  std::string l;
+  while (std::getline(in, l)) {
+    std::smatch m;
+    if (!std::regex_match(l, m, line)) {
+      ADD_FAILURE() << "unexpected output line: " << l;
+      continue;
+    }
+    int64_t n = std::stoll(m[2]);
+    EXPECT_EQ(n, last[m[1]] + 1) << "counts of '" << m[1] << "' must increase by one";
+    last[m[1]] = n;
+  }
+  return last;
+}
+
+struct ProcessResult {
+  int exitCode = -1;
+  std::string out;
+};
+
+// Runs argv with stdout captured (stderr passes through to the test log).
+ProcessResult run(const std::vector<std::string>& argv) {
+  int pipeFd[2];
+  EXPECT_EQ(pipe(pipeFd), 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(pipeFd[1], 1);
+    close(pipeFd[0]);
+    close(pipeFd[1]);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(pipeFd[1]);
+  ProcessResult r;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(pipeFd[0], buf, sizeof buf)) > 0) r.out.append(buf, static_cast<size_t>(n));
+  close(pipeFd[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  r.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string readFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+TEST(ExamplesTest, WordCountCountsTheBundledText) {
+  auto expected = referenceCounts(readFile(SLUICE_WORDCOUNT_TEXT));
+  ASSERT_GT(expected.size(), 100u);
+  for (const char* p : {"1", "3"}) {
+    ProcessResult r = run({SLUICE_WORDCOUNT_BIN, "-p", p});
+    ASSERT_EQ(r.exitCode, 0) << "parallelism " << p;
+    EXPECT_EQ(parseRunningCounts(r.out), expected) << "parallelism " << p;
+  }
+}
+
+TEST(ExamplesTest, WordCountRejectsAnUnknownConfigKey) {
+  ProcessResult r = run({SLUICE_WORDCOUNT_BIN, "-D", "parallelism.defualt=2"});
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_TRUE(r.out.empty());
+}
+
+TEST(ExamplesTest, SocketWordCountCountsWhatTheServerSends) {
+  int server = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(server, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  ASSERT_EQ(bind(server, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(server, 1), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(getsockname(server, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  int port = ntohs(addr.sin_port);
+
+  std::string text;
+  for (int i = 0; i < 2000; ++i) {
+    text += "line " + std::to_string(i % 97) + " of the socket test, Sluice and Flink\n";
+  }
+  text += "a trailing line without newline";
+  // The server: accept one client, send everything, close.
+  std::thread serverThread([&] {
+    int client = accept(server, nullptr, nullptr);
+    if (client < 0) return;
+    size_t off = 0;
+    while (off < text.size()) {
+      ssize_t n = send(client, text.data() + off, text.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+    close(client);
+  });
+  ProcessResult r = run({SLUICE_SOCKET_WORDCOUNT_BIN, "--hostname", "127.0.0.1", "--port",
+                         std::to_string(port)});
+  serverThread.join();
+  close(server);
+  ASSERT_EQ(r.exitCode, 0);
+  EXPECT_EQ(parseRunningCounts(r.out), referenceCounts(text));
+}
+
+TEST(ExamplesTest, SocketWordCountFailsClearlyWhenNobodyListens) {
+  // Bind then close to get a port that is very likely free.
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  socklen_t len = sizeof addr;
+  getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(s);
+  ProcessResult r = run({SLUICE_SOCKET_WORDCOUNT_BIN, "--hostname", "127.0.0.1", "--port",
+                         std::to_string(ntohs(addr.sin_port))});
+  EXPECT_EQ(r.exitCode, 1);
+}
+
+}  // namespace
