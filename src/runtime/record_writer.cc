@@ -43,7 +43,7 @@ void RecordWriter::writeFramed(int channel, const uint8_t* data, size_t size) {
   if (c.segment != nullptr && pool_.segmentSize() - c.used > size + 4) {
     // Fast path: the element fits the current segment with room to spare.
     std::memcpy(c.segment + c.used, &len, 4);
-    std::memcpy(c.segment + c.used + 4, data, size);
+    if (size > 0) std::memcpy(c.segment + c.used + 4, data, size);
     c.used += static_cast<uint32_t>(size + 4);
     return;
   }
