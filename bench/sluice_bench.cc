@@ -1,0 +1,635 @@
+// sluice-bench: end-to-end throughput of ordinary Sluice jobs, built only on
+// the public API (<sluice/sluice.h>), so a number here is what a user's job
+// gets. See bench/README.md for the workloads and their targets.
+//
+// Every run is checked against an independently computed result (a closed
+// form, or a hand-written single-threaded reference), so a broken or elided
+// pipeline fails loudly instead of looking fast. Only env.execute() is timed;
+// building inputs and the job graph happens before the clock starts.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include <sluice/sluice.h>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using WordCount = std::pair<std::string, int64_t>;
+using KeyValue = std::pair<int64_t, int64_t>;
+
+constexpr int64_t kNumKeys = 10000;         // keyed-sum key space
+constexpr size_t kVocabulary = 10000;       // wordcount vocabulary
+constexpr double kZipfExponent = 1.0;       // wordcount word frequencies
+constexpr uint64_t kCorpusSeed = 20240917;  // wordcount corpus, fixed for comparability
+
+// ---------------------------------------------------------------------------
+// Measurement
+
+struct Usage {
+  Clock::time_point wall;
+  double cpuSeconds;
+};
+
+double cpuSecondsNow() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  auto sec = [](const timeval& tv) { return static_cast<double>(tv.tv_sec) + tv.tv_usec * 1e-6; };
+  return sec(ru.ru_utime) + sec(ru.ru_stime);
+}
+
+double peakRssMiB() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) / 1024.0;  // Linux: KiB
+}
+
+Usage usageNow() { return {Clock::now(), cpuSecondsNow()}; }
+
+struct Sample {
+  double wallSeconds = 0;
+  double cpuSeconds = 0;
+};
+
+// Runs `body` once and measures it; `body` throws on a wrong result.
+template <class F>
+Sample measure(F&& body) {
+  Usage before = usageNow();
+  body();
+  Usage after = usageNow();
+  return {std::chrono::duration<double>(after.wall - before.wall).count(),
+          after.cpuSeconds - before.cpuSeconds};
+}
+
+struct Row {
+  Row() = default;
+  Row(std::string w, int p, int64_t n) : workload(std::move(w)), parallelism(p), records(n) {}
+
+  std::string workload;
+  int parallelism = 1;
+  int64_t records = 0;
+  Sample best;
+  double peakRssMiB = 0;
+  std::optional<double> ratioToBaseline;  // records/s of this row over the baseline's
+  std::string target;                     // e.g. ">=50M/s"
+  std::optional<bool> targetMet;
+
+  double recordsPerSecond() const { return records / best.wallSeconds; }
+  double recordsPerCpuSecond() const { return records / best.cpuSeconds; }
+};
+
+// Best (shortest wall time) of `repeat` runs; `run` measures itself (so that
+// setting up a run is not timed) and returns its Sample.
+template <class F>
+Sample bestOf(int repeat, F&& run) {
+  Sample best;
+  for (int i = 0; i < repeat; ++i) {
+    Sample s = run();
+    if (i == 0 || s.wallSeconds < best.wallSeconds) best = s;
+  }
+  return best;
+}
+
+void check(bool ok, const std::string& what) {
+  if (!ok) throw std::runtime_error("result check failed: " + what);
+}
+
+// ---------------------------------------------------------------------------
+// Sinks: they discard records but fold them into a cheap summary that the
+// benchmark checks, so no stage of the pipeline can be optimised away. Each
+// writer folds locally (no shared writes per record) and publishes at close.
+
+// Count and wrapping sum of int64 records.
+struct CountSum {
+  std::atomic<int64_t> count{0};
+  std::atomic<uint64_t> sum{0};
+};
+
+class CountingSink final : public sluice::Sink<int64_t> {
+ public:
+  explicit CountingSink(std::shared_ptr<CountSum> totals) : totals_(std::move(totals)) {}
+  std::unique_ptr<sluice::SinkWriter<int64_t>> createWriter(
+      sluice::WriterInitContext&) const override {
+    return std::make_unique<Writer>(totals_);
+  }
+
+ private:
+  class Writer final : public sluice::SinkWriter<int64_t> {
+   public:
+    explicit Writer(std::shared_ptr<CountSum> totals) : totals_(std::move(totals)) {}
+    void write(const int64_t& v, const sluice::SinkWriterContext&) override {
+      ++count_;
+      sum_ += static_cast<uint64_t>(v);
+    }
+    void close() override {
+      totals_->count += count_;
+      totals_->sum += sum_;
+      count_ = 0;
+      sum_ = 0;
+    }
+
+   private:
+    std::shared_ptr<CountSum> totals_;
+    int64_t count_ = 0;
+    uint64_t sum_ = 0;
+  };
+  std::shared_ptr<CountSum> totals_;
+};
+
+// keyed-sum: the largest running sum seen per key (= the key's final count,
+// since sums only grow), plus record count and the sum of all emitted values.
+struct KeyedTotals {
+  std::mutex mu;
+  std::vector<int64_t> maxPerKey = std::vector<int64_t>(kNumKeys, 0);
+  int64_t count = 0;
+  int64_t keysOutOfRange = 0;
+  uint64_t valueSum = 0;
+};
+
+class KeyedMaxSink final : public sluice::Sink<KeyValue> {
+ public:
+  explicit KeyedMaxSink(std::shared_ptr<KeyedTotals> totals) : totals_(std::move(totals)) {}
+  std::unique_ptr<sluice::SinkWriter<KeyValue>> createWriter(
+      sluice::WriterInitContext&) const override {
+    return std::make_unique<Writer>(totals_);
+  }
+
+ private:
+  class Writer final : public sluice::SinkWriter<KeyValue> {
+   public:
+    explicit Writer(std::shared_ptr<KeyedTotals> totals)
+        : totals_(std::move(totals)), max_(kNumKeys, 0) {}
+    void write(const KeyValue& kv, const sluice::SinkWriterContext&) override {
+      ++count_;
+      valueSum_ += static_cast<uint64_t>(kv.second);
+      if (kv.first < 0 || kv.first >= kNumKeys) {
+        ++outOfRange_;
+        return;
+      }
+      int64_t& m = max_[static_cast<size_t>(kv.first)];
+      if (kv.second > m) m = kv.second;
+    }
+    void close() override {
+      std::lock_guard lock(totals_->mu);
+      totals_->count += count_;
+      totals_->keysOutOfRange += outOfRange_;
+      totals_->valueSum += valueSum_;
+      for (size_t k = 0; k < max_.size(); ++k) {
+        totals_->maxPerKey[k] = std::max(totals_->maxPerKey[k], max_[k]);
+      }
+    }
+
+   private:
+    std::shared_ptr<KeyedTotals> totals_;
+    std::vector<int64_t> max_;
+    int64_t count_ = 0;
+    uint64_t valueSum_ = 0;
+    int64_t outOfRange_ = 0;
+  };
+  std::shared_ptr<KeyedTotals> totals_;
+};
+
+// wordcount, timed runs: record count and the sum of emitted running counts.
+// A word counted c times emits 1..c, so the sum is sum_w c_w (c_w + 1) / 2,
+// which the reference counts predict exactly.
+struct WordTotals {
+  std::atomic<int64_t> count{0};
+  std::atomic<uint64_t> valueSum{0};
+};
+
+class WordChecksumSink final : public sluice::Sink<WordCount> {
+ public:
+  explicit WordChecksumSink(std::shared_ptr<WordTotals> totals) : totals_(std::move(totals)) {}
+  std::unique_ptr<sluice::SinkWriter<WordCount>> createWriter(
+      sluice::WriterInitContext&) const override {
+    return std::make_unique<Writer>(totals_);
+  }
+
+ private:
+  class Writer final : public sluice::SinkWriter<WordCount> {
+   public:
+    explicit Writer(std::shared_ptr<WordTotals> totals) : totals_(std::move(totals)) {}
+    void write(const WordCount& wc, const sluice::SinkWriterContext&) override {
+      ++count_;
+      valueSum_ += static_cast<uint64_t>(wc.second);
+    }
+    void close() override {
+      totals_->count += count_;
+      totals_->valueSum += valueSum_;
+    }
+
+   private:
+    std::shared_ptr<WordTotals> totals_;
+    int64_t count_ = 0;
+    uint64_t valueSum_ = 0;
+  };
+  std::shared_ptr<WordTotals> totals_;
+};
+
+// wordcount, verification run (untimed): the final count of every word.
+struct WordFinal {
+  std::mutex mu;
+  std::unordered_map<std::string, int64_t> counts;
+};
+
+class WordFinalSink final : public sluice::Sink<WordCount> {
+ public:
+  explicit WordFinalSink(std::shared_ptr<WordFinal> out) : out_(std::move(out)) {}
+  std::unique_ptr<sluice::SinkWriter<WordCount>> createWriter(
+      sluice::WriterInitContext&) const override {
+    return std::make_unique<Writer>(out_);
+  }
+
+ private:
+  class Writer final : public sluice::SinkWriter<WordCount> {
+   public:
+    explicit Writer(std::shared_ptr<WordFinal> out) : out_(std::move(out)) {}
+    void write(const WordCount& wc, const sluice::SinkWriterContext&) override {
+      int64_t& m = local_[wc.first];
+      m = std::max(m, wc.second);
+    }
+    void close() override {
+      std::lock_guard lock(out_->mu);
+      for (auto& [w, c] : local_) {
+        int64_t& m = out_->counts[w];
+        m = std::max(m, c);
+      }
+    }
+
+   private:
+    std::shared_ptr<WordFinal> out_;
+    std::unordered_map<std::string, int64_t> local_;
+  };
+  std::shared_ptr<WordFinal> out_;
+};
+
+// ---------------------------------------------------------------------------
+// (a) chained: generator -> map -> filter -> sink, one chain.
+
+Row runChained(int64_t n, int parallelism, int repeat) {
+  // i is dropped iff 2i+1 = 0 (mod 3) iff i = 1 (mod 3): m = (n+1)/3 of them.
+  // Sum of all 2i+1 over [0, n) is n^2; of the dropped (i = 3j+1) it is 3m^2.
+  const uint64_t un = static_cast<uint64_t>(n);
+  const uint64_t m = (un + 1) / 3;
+  const int64_t expectedCount = n - static_cast<int64_t>(m);
+  const uint64_t expectedSum = un * un - 3 * m * m;  // mod 2^64, as the sink sums
+
+  Row row("chained", parallelism, n);
+  row.best = bestOf(repeat, [&] {
+    auto totals = std::make_shared<CountSum>();
+    sluice::StreamExecutionEnvironment env;
+    env.setParallelism(parallelism);
+    env.fromGenerator([](int64_t i) { return i; }, n)
+        .map([](const int64_t& x) { return x * 2 + 1; })
+        .filter([](const int64_t& x) { return x % 3 != 0; })
+        .sinkTo(CountingSink(totals), "Discard");
+    Sample s = measure([&] { env.execute("bench-chained"); });
+    check(totals->count == expectedCount, "chained: " + std::to_string(totals->count.load()) +
+                                              " records, expected " +
+                                              std::to_string(expectedCount));
+    check(totals->sum == expectedSum, "chained: checksum of emitted values differs");
+    return s;
+  });
+  row.target = ">=50M rec/s";
+  row.targetMet =
+      parallelism != 1 ? std::nullopt : std::optional<bool>(row.recordsPerSecond() >= 50e6);
+  return row;
+}
+
+// ---------------------------------------------------------------------------
+// (b) keyed-sum: generator of (i % 10000, 1) -> keyBy -> sum(1) -> sink.
+
+Row runKeyedSum(int64_t n, int parallelism, int repeat) {
+  // Key k occurs floor(n / K) times, once more if k < n mod K; its running
+  // sums are 1..c_k.
+  std::vector<int64_t> expected(kNumKeys);
+  uint64_t expectedValueSum = 0;
+  for (int64_t k = 0; k < kNumKeys; ++k) {
+    int64_t c = n / kNumKeys + (k < n % kNumKeys ? 1 : 0);
+    expected[static_cast<size_t>(k)] = c;
+    expectedValueSum += static_cast<uint64_t>(c) * static_cast<uint64_t>(c + 1) / 2;
+  }
+
+  Row row("keyed-sum", parallelism, n);
+  row.best = bestOf(repeat, [&] {
+    auto totals = std::make_shared<KeyedTotals>();
+    sluice::StreamExecutionEnvironment env;
+    env.setParallelism(parallelism);
+    auto pairs = [](int64_t i) { return KeyValue{i % kNumKeys, 1}; };
+    env.fromGenerator(pairs, n)
+        .keyBy([](const KeyValue& kv) { return kv.first; })
+        .sum(1)
+        .sinkTo(KeyedMaxSink(totals), "Discard");
+    Sample s = measure([&] { env.execute("bench-keyed-sum"); });
+    check(totals->keysOutOfRange == 0, "keyed-sum: the sink saw keys outside [0, 10000)");
+    check(totals->count == n, "keyed-sum: " + std::to_string(totals->count) +
+                                  " records reached the sink, expected " + std::to_string(n));
+    int64_t finalSum = 0;
+    for (int64_t c : totals->maxPerKey) finalSum += c;
+    check(finalSum == n, "keyed-sum: final per-key counts add up to " + std::to_string(finalSum) +
+                             ", expected " + std::to_string(n));
+    check(totals->maxPerKey == expected, "keyed-sum: a key's final count is wrong");
+    check(totals->valueSum == expectedValueSum,
+          "keyed-sum: checksum of emitted running sums differs");
+    return s;
+  });
+  row.target = ">=10M rec/s";
+  row.targetMet = row.recordsPerSecond() >= 10e6;
+  return row;
+}
+
+// ---------------------------------------------------------------------------
+// (c) wordcount and its hand-written baseline.
+
+// Words of a line, split on single spaces (empty tokens skipped). Shared by
+// the Sluice job and the baseline so both count the same words.
+template <class F>
+void forEachWord(std::string_view line, F&& f) {
+  size_t start = 0;
+  while (start <= line.size()) {
+    size_t end = line.find(' ', start);
+    if (end == std::string_view::npos) end = line.size();
+    if (end > start) f(line.substr(start, end - start));
+    start = end + 1;
+  }
+}
+
+struct Corpus {
+  std::vector<std::string> lines;
+  int64_t words = 0;
+  double megabytes = 0;
+};
+
+// About `words` Zipf(s = 1.0)-distributed words over a fixed random vocabulary
+// of kVocabulary distinct lower-case words (length 2..12), 4..16 per line.
+Corpus buildCorpus(int64_t words) {
+  std::mt19937_64 rng(kCorpusSeed);
+  auto uniform01 = [&] { return static_cast<double>(rng() >> 11) * 0x1.0p-53; };
+
+  std::vector<std::string> vocab;
+  std::unordered_map<std::string, int> seen;
+  while (vocab.size() < kVocabulary) {
+    size_t len = 2 + rng() % 11;
+    std::string w(len, 'a');
+    for (char& c : w) c = static_cast<char>('a' + rng() % 26);
+    if (seen.emplace(w, 0).second) vocab.push_back(std::move(w));
+  }
+  std::vector<double> cdf(kVocabulary);
+  double total = 0;
+  for (size_t r = 0; r < kVocabulary; ++r) {
+    total += 1.0 / std::pow(static_cast<double>(r + 1), kZipfExponent);
+    cdf[r] = total;
+  }
+  for (double& c : cdf) c /= total;
+
+  Corpus corpus;
+  std::string line;
+  while (corpus.words < words) {
+    int64_t perLine = std::min<int64_t>(4 + static_cast<int64_t>(rng() % 13), words - corpus.words);
+    line.clear();
+    for (int64_t i = 0; i < perLine; ++i) {
+      size_t r =
+          static_cast<size_t>(std::lower_bound(cdf.begin(), cdf.end(), uniform01()) - cdf.begin());
+      if (r >= kVocabulary) r = kVocabulary - 1;
+      if (i > 0) line += ' ';
+      line += vocab[r];
+    }
+    corpus.words += perLine;
+    corpus.megabytes += static_cast<double>(line.size() + 1) / (1 << 20);
+    corpus.lines.push_back(line);
+  }
+  return corpus;
+}
+
+std::unordered_map<std::string, int64_t> baselineCount(const std::vector<std::string>& lines) {
+  std::unordered_map<std::string, int64_t> counts;
+  std::string word;
+  for (const std::string& line : lines) {
+    forEachWord(line, [&](std::string_view w) {
+      word.assign(w);
+      ++counts[word];
+    });
+  }
+  return counts;
+}
+
+void tokenize(const std::string& line, sluice::Collector<WordCount>& out) {
+  forEachWord(line, [&](std::string_view w) { out.collect(WordCount{std::string(w), 1}); });
+}
+
+void buildWordCountJob(sluice::StreamExecutionEnvironment& env, const Corpus& corpus,
+                       std::shared_ptr<const sluice::Sink<WordCount>> sink) {
+  env.fromCollection(corpus.lines)
+      .flatMap(tokenize)
+      .name("Tokenizer")
+      .keyBy([](const WordCount& wc) { return wc.first; })
+      .sum(1)
+      .name("Counter")
+      .sinkTo(std::move(sink), "Discard");
+}
+
+struct WordCountRows {
+  Row baseline;
+  std::vector<Row> engine;
+};
+
+WordCountRows runWordCount(int64_t words, const std::vector<int>& parallelisms, int repeat,
+                           bool withEngine, bool verifyFinalCounts) {
+  Corpus corpus = buildCorpus(words);
+  std::fprintf(stderr,
+               "wordcount corpus: %zu lines, %" PRId64
+               " words, %.1f MiB, vocabulary %zu, zipf s=%.1f\n",
+               corpus.lines.size(), corpus.words, corpus.megabytes, kVocabulary, kZipfExponent);
+
+  // The reference counts, and the checksum the timed engine runs must match.
+  const auto reference = baselineCount(corpus.lines);
+  uint64_t expectedValueSum = 0;
+  for (const auto& [w, c] : reference) expectedValueSum += static_cast<uint64_t>(c) * (c + 1) / 2;
+
+  WordCountRows out;
+  out.baseline = Row("wordcount-baseline", 1, corpus.words);
+  out.baseline.best = bestOf(repeat, [&] {
+    std::unordered_map<std::string, int64_t> counts;
+    Sample s = measure([&] { counts = baselineCount(corpus.lines); });
+    check(counts == reference, "wordcount-baseline: counts differ between runs");
+    return s;
+  });
+  out.baseline.peakRssMiB = peakRssMiB();
+
+  for (int p : parallelisms) {
+    if (!withEngine) break;
+    // Untimed: the engine's final count for every word equals the baseline's.
+    if (verifyFinalCounts) {
+      auto finals = std::make_shared<WordFinal>();
+      sluice::StreamExecutionEnvironment env;
+      env.setParallelism(p);
+      buildWordCountJob(env, corpus, std::make_shared<WordFinalSink>(finals));
+      env.execute("bench-wordcount-verify");
+      check(finals->counts == reference, "wordcount (p=" + std::to_string(p) +
+                                             "): final counts differ from the baseline's (" +
+                                             std::to_string(finals->counts.size()) + " vs " +
+                                             std::to_string(reference.size()) + " words)");
+    }
+    Row row("wordcount", p, corpus.words);
+    row.best = bestOf(repeat, [&] {
+      auto totals = std::make_shared<WordTotals>();
+      sluice::StreamExecutionEnvironment env;
+      env.setParallelism(p);
+      buildWordCountJob(env, corpus, std::make_shared<WordChecksumSink>(totals));
+      Sample s = measure([&] { env.execute("bench-wordcount"); });
+      check(totals->count == corpus.words, "wordcount: " + std::to_string(totals->count.load()) +
+                                               " records reached the sink, expected " +
+                                               std::to_string(corpus.words));
+      check(totals->valueSum == expectedValueSum, "wordcount: checksum of emitted counts differs");
+      return s;
+    });
+    row.ratioToBaseline = row.recordsPerSecond() / out.baseline.recordsPerSecond();
+    row.target = ">=5M words/cpu-s";
+    row.targetMet = row.recordsPerCpuSecond() >= 5e6;
+    row.peakRssMiB = peakRssMiB();
+    out.engine.push_back(row);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Output
+
+std::string si(double v) {
+  char buf[32];
+  if (v >= 1e9) {
+    std::snprintf(buf, sizeof buf, "%.2fG", v / 1e9);
+  } else if (v >= 1e6) {
+    std::snprintf(buf, sizeof buf, "%.2fM", v / 1e6);
+  } else if (v >= 1e3) {
+    std::snprintf(buf, sizeof buf, "%.2fk", v / 1e3);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+  }
+  return buf;
+}
+
+void printTable(const std::vector<Row>& rows) {
+  std::printf("%-19s %2s %9s %8s %9s %8s %10s %8s %8s  %s\n", "workload", "p", "records", "wall_s",
+              "rec/s", "cpu_s", "rec/cpu-s", "rss_MiB", "vs_base", "target");
+  for (const Row& r : rows) {
+    char ratio[16] = "-";
+    if (r.ratioToBaseline) std::snprintf(ratio, sizeof ratio, "%.2fx", *r.ratioToBaseline);
+    std::string target = r.target.empty() ? "-" : r.target;
+    if (r.targetMet) target += *r.targetMet ? " ok" : " MISS";
+    std::printf("%-19s %2d %9s %8.3f %9s %8.3f %10s %8.1f %8s  %s\n", r.workload.c_str(),
+                r.parallelism, si(static_cast<double>(r.records)).c_str(), r.best.wallSeconds,
+                si(r.recordsPerSecond()).c_str(), r.best.cpuSeconds,
+                si(r.recordsPerCpuSecond()).c_str(), r.peakRssMiB, ratio, target.c_str());
+  }
+  std::fflush(stdout);
+}
+
+void writeJson(const std::string& path, const std::vector<Row>& rows, int repeat) {
+  std::ofstream f(path);
+  if (!f) throw std::runtime_error("cannot write '" + path + "'");
+  f << "{\n  \"repeat\": " << repeat << ",\n  \"results\": [\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    char buf[512];
+    std::snprintf(buf, sizeof buf,
+                  "    {\"workload\": \"%s\", \"parallelism\": %d, \"records\": %" PRId64
+                  ", \"wall_seconds\": %.6f, \"records_per_second\": %.1f, \"cpu_seconds\": %.6f, "
+                  "\"records_per_cpu_second\": %.1f, \"peak_rss_mib\": %.1f",
+                  r.workload.c_str(), r.parallelism, r.records, r.best.wallSeconds,
+                  r.recordsPerSecond(), r.best.cpuSeconds, r.recordsPerCpuSecond(), r.peakRssMiB);
+    f << buf;
+    if (r.ratioToBaseline) f << ", \"ratio_to_baseline\": " << *r.ratioToBaseline;
+    if (!r.target.empty()) f << ", \"target\": \"" << r.target << "\"";
+    if (r.targetMet) f << ", \"target_met\": " << (*r.targetMet ? "true" : "false");
+    f << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
+  }
+  f << "  ]\n}\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"sluice-bench: throughput of ordinary Sluice jobs (see bench/README.md)"};
+  std::vector<std::string> workloads;
+  int64_t records = 0;
+  std::vector<int> parallelisms;
+  std::string jsonPath;
+  int repeat = 3;
+  bool verify = true;
+  const std::vector<std::string> all = {"chained", "keyed-sum", "wordcount", "wordcount-baseline"};
+  app.add_option("--workload", workloads,
+                 "chained, keyed-sum, wordcount, wordcount-baseline (repeatable; default all)")
+      ->check(CLI::IsMember(all));
+  app.add_option(
+         "--records", records,
+         "records per run (wordcount: words); default chained 50M, keyed-sum 20M, wordcount 5M")
+      ->check(CLI::PositiveNumber);
+  app.add_option(
+         "--parallelism", parallelisms,
+         "parallelism (repeatable); default 1 for chained, 1 and 2 for keyed-sum and wordcount")
+      ->check(CLI::Range(1, 256));
+  app.add_option("--json", jsonPath, "also write the results as JSON to this file");
+  app.add_option("--repeat", repeat, "runs per row; the fastest is reported")
+      ->check(CLI::Range(1, 1000));
+  app.add_flag(
+      "!--no-verify", verify,
+      "wordcount: skip the untimed run that compares every word's final count with the "
+      "baseline (timed runs are still checked by record count and checksum); for profiling");
+  CLI11_PARSE(app, argc, argv);
+
+  if (workloads.empty()) workloads = all;
+  auto wanted = [&](const std::string& w) {
+    return std::find(workloads.begin(), workloads.end(), w) != workloads.end();
+  };
+  auto pars = [&](std::vector<int> dflt) { return parallelisms.empty() ? dflt : parallelisms; };
+  auto count = [&](int64_t dflt) { return records > 0 ? records : dflt; };
+
+  std::vector<Row> rows;
+  try {
+    if (wanted("chained")) {
+      for (int p : pars({1})) {
+        rows.push_back(runChained(count(50'000'000), p, repeat));
+        rows.back().peakRssMiB = peakRssMiB();
+      }
+    }
+    if (wanted("keyed-sum")) {
+      for (int p : pars({1, 2})) {
+        rows.push_back(runKeyedSum(count(20'000'000), p, repeat));
+        rows.back().peakRssMiB = peakRssMiB();
+      }
+    }
+    if (wanted("wordcount") || wanted("wordcount-baseline")) {
+      WordCountRows wc =
+          runWordCount(count(5'000'000), pars({1, 2}), repeat, wanted("wordcount"), verify);
+      rows.push_back(wc.baseline);
+      for (Row& r : wc.engine) rows.push_back(r);
+    }
+  } catch (const std::exception& e) {
+    printTable(rows);
+    std::fprintf(stderr, "sluice-bench: %s\n", e.what());
+    return 1;
+  }
+  printTable(rows);
+  if (!jsonPath.empty()) writeJson(jsonPath, rows, repeat);
+  return 0;
+}
