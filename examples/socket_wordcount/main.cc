@@ -30,23 +30,25 @@ int main(int argc, char** argv) {
       }
     }
     if (port < 0) {
-      std::cerr << "socket_wordcount: no port given; usage: socket_wordcount --hostname HOST --port PORT\n";
+      std::cerr << "socket_wordcount: no port given; usage: socket_wordcount --hostname HOST "
+                   "--port PORT\n";
       return 2;
     }
 
     env.socketTextStream(host, port)
-        .flatMap([](const std::string& line, sluice::Collector<std::pair<std::string, int64_t>>& out) {
-          std::string word;
-          for (char ch : line + " ") {
-            auto c = static_cast<unsigned char>(ch);
-            if (std::isalnum(c)) {
-              word.push_back(static_cast<char>(std::tolower(c)));
-            } else if (!word.empty()) {
-              out.collect({word, 1});
-              word.clear();
-            }
-          }
-        })
+        .flatMap(
+            [](const std::string& line, sluice::Collector<std::pair<std::string, int64_t>>& out) {
+              std::string word;
+              for (char ch : line + " ") {
+                auto c = static_cast<unsigned char>(ch);
+                if (std::isalnum(c)) {
+                  word.push_back(static_cast<char>(std::tolower(c)));
+                } else if (!word.empty()) {
+                  out.collect({word, 1});
+                  word.clear();
+                }
+              }
+            })
         .keyBy([](const std::pair<std::string, int64_t>& wc) { return wc.first; })
         .sum(1)
         .print();

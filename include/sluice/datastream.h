@@ -73,10 +73,13 @@ inline void setUid(StreamGraph& graph, int node, const std::string& id) {
 
 // The forms each transformation accepts.
 template <class F, class T>
-concept MapCallable = std::invocable<F&, const T&> && !std::is_void_v<std::invoke_result_t<F&, const T&>>;
+concept MapCallable =
+    std::invocable<F&, const T&> && !std::is_void_v<std::invoke_result_t<F&, const T&>>;
 template <class F, class T>
-concept MapFunctionObject = requires { typename F::OutputType; } &&
-    std::derived_from<F, MapFunction<T, typename F::OutputType>>;
+concept MapFunctionObject = requires {
+  typename F::OutputType;
+}
+&&std::derived_from<F, MapFunction<T, typename F::OutputType>>;
 
 template <class F, class T>
 concept FilterCallable = std::is_invocable_r_v<bool, F&, const T&>;
@@ -89,8 +92,8 @@ template <class F, class T>
 concept ReduceFunctionObject = std::derived_from<F, ReduceFunction<T>>;
 
 template <class F, class T>
-concept KeySelectorCallable = std::invocable<F&, const T&> &&
-    !std::is_void_v<std::invoke_result_t<F&, const T&>>;
+concept KeySelectorCallable =
+    std::invocable<F&, const T&> && !std::is_void_v<std::invoke_result_t<F&, const T&>>;
 
 // flatMap's output type: the OUT of a Collector<OUT>& parameter.
 namespace internal {
@@ -137,11 +140,14 @@ struct FlatMapOut<F, T, std::void_t<typename CollectorArg<typename SecondArg<F>:
 }  // namespace internal
 
 template <class F, class T>
-concept FlatMapCallable = !std::is_void_v<typename internal::FlatMapOut<F, T>::type> &&
+concept FlatMapCallable =
+    !std::is_void_v<typename internal::FlatMapOut<F, T>::type> &&
     std::invocable<F&, const T&, Collector<typename internal::FlatMapOut<F, T>::type>&>;
 template <class F, class T>
-concept FlatMapFunctionObject = requires { typename F::OutputType; } &&
-    std::derived_from<F, FlatMapFunction<T, typename F::OutputType>>;
+concept FlatMapFunctionObject = requires {
+  typename F::OutputType;
+}
+&&std::derived_from<F, FlatMapFunction<T, typename F::OutputType>>;
 
 template <class T>
 class SingleOutputStreamOperator;
@@ -163,7 +169,8 @@ class DataStream {
  public:
   using ValueType = T;
 
-  DataStream(std::shared_ptr<internal::EnvironmentState> env, std::vector<internal::Upstream> inputs)
+  DataStream(std::shared_ptr<internal::EnvironmentState> env,
+             std::vector<internal::Upstream> inputs)
       : env_(std::move(env)), inputs_(std::move(inputs)) {}
 
   // --- one-to-one transformations ------------------------------------------
@@ -173,14 +180,12 @@ class DataStream {
   auto map(F f) {
     if constexpr (MapCallable<F, T>) {
       using OUT = std::decay_t<std::invoke_result_t<F&, const T&>>;
-      return addOperator<OUT>("Map", [f] {
-        return std::make_unique<internal::MapOperator<T, OUT, F>>(f);
-      });
+      return addOperator<OUT>(
+          "Map", [f] { return std::make_unique<internal::MapOperator<T, OUT, F>>(f); });
     } else if constexpr (MapFunctionObject<F, T>) {
       using OUT = typename F::OutputType;
-      return addOperator<OUT>("Map", [f] {
-        return std::make_unique<internal::MapOperator<T, OUT, F>>(f);
-      });
+      return addOperator<OUT>(
+          "Map", [f] { return std::make_unique<internal::MapOperator<T, OUT, F>>(f); });
     } else {
       static_assert(internal::kAlwaysFalse<F>,
                     "DataStream<T>::map(f) accepts:\n"
@@ -196,14 +201,12 @@ class DataStream {
   auto flatMap(F f) {
     if constexpr (FlatMapFunctionObject<F, T>) {
       using OUT = typename F::OutputType;
-      return addOperator<OUT>("Flat Map", [f] {
-        return std::make_unique<internal::FlatMapOperator<T, OUT, F>>(f);
-      });
+      return addOperator<OUT>(
+          "Flat Map", [f] { return std::make_unique<internal::FlatMapOperator<T, OUT, F>>(f); });
     } else if constexpr (FlatMapCallable<F, T>) {
       using OUT = typename internal::FlatMapOut<F, T>::type;
-      return addOperator<OUT>("Flat Map", [f] {
-        return std::make_unique<internal::FlatMapOperator<T, OUT, F>>(f);
-      });
+      return addOperator<OUT>(
+          "Flat Map", [f] { return std::make_unique<internal::FlatMapOperator<T, OUT, F>>(f); });
     } else {
       static_assert(internal::kAlwaysFalse<F>,
                     "DataStream<T>::flatMap(f) accepts:\n"
@@ -219,9 +222,8 @@ class DataStream {
   template <class F>
   auto filter(F f) {
     if constexpr (FilterCallable<F, T> || FilterFunctionObject<F, T>) {
-      return addOperator<T>("Filter", [f] {
-        return std::make_unique<internal::FilterOperator<T, F>>(f);
-      });
+      return addOperator<T>("Filter",
+                            [f] { return std::make_unique<internal::FilterOperator<T, F>>(f); });
     } else {
       static_assert(internal::kAlwaysFalse<F>,
                     "DataStream<T>::filter(f) accepts:\n"
@@ -238,9 +240,8 @@ class DataStream {
     if constexpr (requires { typename F::OutputType; } &&
                   std::derived_from<F, ProcessFunction<T, typename F::OutputType>>) {
       using OUT = typename F::OutputType;
-      return addOperator<OUT>("Process", [f] {
-        return std::make_unique<internal::ProcessOperator<T, OUT, F>>(f);
-      });
+      return addOperator<OUT>(
+          "Process", [f] { return std::make_unique<internal::ProcessOperator<T, OUT, F>>(f); });
     } else {
       static_assert(internal::kAlwaysFalse<F>,
                     "DataStream<T>::process(f) accepts an object of a class derived from "
@@ -266,7 +267,7 @@ class DataStream {
     }
   }
   template <class V, class C>
-    requires std::same_as<C, T>
+  requires std::same_as<C, T>
   auto keyBy(V C::*member) const {
     return keyBy([member](const T& v) -> const V& { return v.*member; });
   }
@@ -290,15 +291,16 @@ class DataStream {
   // partitioner: a Partitioner<K> object; key: K(const T&).
   template <class P, class F>
   DataStream<T> partitionCustom(P partitioner, F key) const {
-    static_assert(KeySelectorCallable<F, T>, "partitionCustom(partitioner, key): key must be K(const T&)");
+    static_assert(KeySelectorCallable<F, T>,
+                  "partitionCustom(partitioner, key): key must be K(const T&)");
     using K = std::decay_t<std::invoke_result_t<F&, const T&>>;
     static_assert(std::derived_from<P, Partitioner<K>>,
                   "partitionCustom(partitioner, key): partitioner must derive from "
                   "sluice::Partitioner<K> where K is the key type");
     static_assert(std::is_copy_constructible_v<P>,
                   "partitionCustom: the partitioner must be copyable (each subtask gets a copy)");
-    auto network =
-        std::make_shared<internal::CustomNetworkFactory<T, K, P, F>>(std::move(partitioner), std::move(key));
+    auto network = std::make_shared<internal::CustomNetworkFactory<T, K, P, F>>(
+        std::move(partitioner), std::move(key));
     return withPartition(PartitionKind::kCustom, network);
   }
 
@@ -330,7 +332,8 @@ class DataStream {
   DataStreamSink<T> printToErr(const std::string& sinkIdentifier = "") const {
     return sinkTo(PrintSink<T>(true, sinkIdentifier), "Print to Std. Err");
   }
-  DataStreamSink<T> writeAsText(const std::string& path, WriteMode mode = WriteMode::kNoOverwrite) const {
+  DataStreamSink<T> writeAsText(const std::string& path,
+                                WriteMode mode = WriteMode::kNoOverwrite) const {
     return sinkTo(TextFileSink<T>(path, mode), "Text File Sink");
   }
   DataStreamSink<T> writeAsCsv(const std::string& path, WriteMode mode = WriteMode::kNoOverwrite,
@@ -339,12 +342,14 @@ class DataStream {
     return sinkTo(CsvFileSink<T>(path, mode, rowDelimiter, fieldDelimiter), "CsvSink");
   }
   template <class S>
-    requires std::derived_from<S, Sink<T>>
-  DataStreamSink<T> sinkTo(S sink, const std::string& name = "Sink") const {
+  requires std::derived_from<S, Sink<T>> DataStreamSink<T> sinkTo(S sink,
+                                                                  const std::string& name = "Sink")
+  const {
     auto shared = std::make_shared<const S>(std::move(sink));
     return sinkTo(std::shared_ptr<const Sink<T>>(shared), name);
   }
-  DataStreamSink<T> sinkTo(std::shared_ptr<const Sink<T>> sink, const std::string& name = "Sink") const;
+  DataStreamSink<T> sinkTo(std::shared_ptr<const Sink<T>> sink,
+                           const std::string& name = "Sink") const;
 
   // Runs the job built so far (plus a collecting sink) and returns every
   // element this stream produced, in no particular order across subtasks.
@@ -403,7 +408,8 @@ template <class T>
 class SingleOutputStreamOperator : public DataStream<T> {
  public:
   SingleOutputStreamOperator(std::shared_ptr<internal::EnvironmentState> env, int node)
-      : DataStream<T>(std::move(env), {internal::Upstream{node, "", PartitionKind::kDefault, nullptr}}),
+      : DataStream<T>(std::move(env),
+                      {internal::Upstream{node, "", PartitionKind::kDefault, nullptr}}),
         node_(node) {}
 
   SingleOutputStreamOperator& name(const std::string& n) {
@@ -447,7 +453,8 @@ class SingleOutputStreamOperator : public DataStream<T> {
   // The records this operator emitted to `tag` (ProcessFunction ctx.output).
   template <class X>
   DataStream<X> getSideOutput(const OutputTag<X>& tag) const {
-    return DataStream<X>(this->env_, {internal::Upstream{node_, tag.getId(), PartitionKind::kDefault, nullptr}});
+    return DataStream<X>(
+        this->env_, {internal::Upstream{node_, tag.getId(), PartitionKind::kDefault, nullptr}});
   }
 
   int getId() const { return node_; }
@@ -471,7 +478,8 @@ class DataStreamSink {
     return *this;
   }
   DataStreamSink& setParallelism(int p) {
-    if (p < 1) throw SluiceException("sink parallelism must be at least 1, got " + std::to_string(p));
+    if (p < 1)
+      throw SluiceException("sink parallelism must be at least 1, got " + std::to_string(p));
     env_->graph.node(node_).parallelism = p;
     return *this;
   }
@@ -491,12 +499,13 @@ class DataStreamSink {
 };
 
 template <class T>
-DataStreamSink<T> DataStream<T>::sinkTo(std::shared_ptr<const Sink<T>> sink, const std::string& name) const {
+DataStreamSink<T> DataStream<T>::sinkTo(std::shared_ptr<const Sink<T>> sink,
+                                        const std::string& name) const {
   if (!sink) throw SluiceException("sinkTo: the sink is null");
   auto& g = env_->graph;
   int node = g.addNode(name, internal::makeOperatorFactory<T>([sink] {
-    return std::make_unique<internal::SinkOperator<T>>(sink);
-  }));
+                         return std::make_unique<internal::SinkOperator<T>>(sink);
+                       }));
   connectInputs(node, 0);
   return DataStreamSink<T>(env_, node);
 }
@@ -508,15 +517,15 @@ class KeyedStream : public DataStream<T> {
  public:
   using KeyType = K;
 
-  KeyedStream(std::shared_ptr<internal::EnvironmentState> env, std::vector<internal::Upstream> inputs,
-              KeySelector key)
+  KeyedStream(std::shared_ptr<internal::EnvironmentState> env,
+              std::vector<internal::Upstream> inputs, KeySelector key)
       : DataStream<T>(std::move(env), keyed(inputs, key)), key_(std::move(key)) {}
 
   // Converts from a keyed stream with a lambda key selector, so users may
   // name the type as KeyedStream<T, K>.
   template <class Other>
-    requires(!std::same_as<Other, KeySelector>)
-  KeyedStream(const KeyedStream<T, K, Other>& other)  // NOLINT: implicit by design
+  requires(!std::same_as<Other, KeySelector>)
+      KeyedStream(const KeyedStream<T, K, Other>& other)  // NOLINT: implicit by design
       : DataStream<T>(other.environmentState(), other.inputs()), key_(other.getKeySelector()) {}
 
   const KeySelector& getKeySelector() const { return key_; }
@@ -540,31 +549,51 @@ class KeyedStream : public DataStream<T> {
 
   // Field aggregations by position (tuples, pairs, SLUICE_STRUCTs, numbers),
   // by field name (SLUICE_STRUCTs) or by member pointer.
-  SingleOutputStreamOperator<T> sum(int position) const { return aggregate(internal::AggregationKind::kSum, position); }
-  SingleOutputStreamOperator<T> min(int position) const { return aggregate(internal::AggregationKind::kMin, position); }
-  SingleOutputStreamOperator<T> max(int position) const { return aggregate(internal::AggregationKind::kMax, position); }
-  SingleOutputStreamOperator<T> minBy(int position) const { return aggregate(internal::AggregationKind::kMinBy, position); }
-  SingleOutputStreamOperator<T> maxBy(int position) const { return aggregate(internal::AggregationKind::kMaxBy, position); }
-  SingleOutputStreamOperator<T> sum(const std::string& field) const { return aggregate(internal::AggregationKind::kSum, fieldPosition(field)); }
-  SingleOutputStreamOperator<T> min(const std::string& field) const { return aggregate(internal::AggregationKind::kMin, fieldPosition(field)); }
-  SingleOutputStreamOperator<T> max(const std::string& field) const { return aggregate(internal::AggregationKind::kMax, fieldPosition(field)); }
-  SingleOutputStreamOperator<T> minBy(const std::string& field) const { return aggregate(internal::AggregationKind::kMinBy, fieldPosition(field)); }
-  SingleOutputStreamOperator<T> maxBy(const std::string& field) const { return aggregate(internal::AggregationKind::kMaxBy, fieldPosition(field)); }
+  SingleOutputStreamOperator<T> sum(int position) const {
+    return aggregate(internal::AggregationKind::kSum, position);
+  }
+  SingleOutputStreamOperator<T> min(int position) const {
+    return aggregate(internal::AggregationKind::kMin, position);
+  }
+  SingleOutputStreamOperator<T> max(int position) const {
+    return aggregate(internal::AggregationKind::kMax, position);
+  }
+  SingleOutputStreamOperator<T> minBy(int position) const {
+    return aggregate(internal::AggregationKind::kMinBy, position);
+  }
+  SingleOutputStreamOperator<T> maxBy(int position) const {
+    return aggregate(internal::AggregationKind::kMaxBy, position);
+  }
+  SingleOutputStreamOperator<T> sum(const std::string& field) const {
+    return aggregate(internal::AggregationKind::kSum, fieldPosition(field));
+  }
+  SingleOutputStreamOperator<T> min(const std::string& field) const {
+    return aggregate(internal::AggregationKind::kMin, fieldPosition(field));
+  }
+  SingleOutputStreamOperator<T> max(const std::string& field) const {
+    return aggregate(internal::AggregationKind::kMax, fieldPosition(field));
+  }
+  SingleOutputStreamOperator<T> minBy(const std::string& field) const {
+    return aggregate(internal::AggregationKind::kMinBy, fieldPosition(field));
+  }
+  SingleOutputStreamOperator<T> maxBy(const std::string& field) const {
+    return aggregate(internal::AggregationKind::kMaxBy, fieldPosition(field));
+  }
   template <class V, class C>
-    requires std::same_as<C, T>
-  SingleOutputStreamOperator<T> sum(V C::*m) const { return aggregateMember(internal::AggregationKind::kSum, m); }
+  requires std::same_as<C, T> SingleOutputStreamOperator<T> sum(V C::*m)
+  const { return aggregateMember(internal::AggregationKind::kSum, m); }
   template <class V, class C>
-    requires std::same_as<C, T>
-  SingleOutputStreamOperator<T> min(V C::*m) const { return aggregateMember(internal::AggregationKind::kMin, m); }
+  requires std::same_as<C, T> SingleOutputStreamOperator<T> min(V C::*m)
+  const { return aggregateMember(internal::AggregationKind::kMin, m); }
   template <class V, class C>
-    requires std::same_as<C, T>
-  SingleOutputStreamOperator<T> max(V C::*m) const { return aggregateMember(internal::AggregationKind::kMax, m); }
+  requires std::same_as<C, T> SingleOutputStreamOperator<T> max(V C::*m)
+  const { return aggregateMember(internal::AggregationKind::kMax, m); }
   template <class V, class C>
-    requires std::same_as<C, T>
-  SingleOutputStreamOperator<T> minBy(V C::*m) const { return aggregateMember(internal::AggregationKind::kMinBy, m); }
+  requires std::same_as<C, T> SingleOutputStreamOperator<T> minBy(V C::*m)
+  const { return aggregateMember(internal::AggregationKind::kMinBy, m); }
   template <class V, class C>
-    requires std::same_as<C, T>
-  SingleOutputStreamOperator<T> maxBy(V C::*m) const { return aggregateMember(internal::AggregationKind::kMaxBy, m); }
+  requires std::same_as<C, T> SingleOutputStreamOperator<T> maxBy(V C::*m)
+  const { return aggregateMember(internal::AggregationKind::kMaxBy, m); }
 
   // A KeyedProcessFunction<K, T, OUT> subclass object.
   template <class F>
@@ -609,8 +638,8 @@ class KeyedStream : public DataStream<T> {
   }
 
   SingleOutputStreamOperator<T> aggregate(internal::AggregationKind kind, int position) const {
-    internal::PositionAggregator<T> agg(kind, position, std::string("KeyedStream::") +
-                                                            internal::aggregationName(kind));
+    internal::PositionAggregator<T> agg(
+        kind, position, std::string("KeyedStream::") + internal::aggregationName(kind));
     return reduceWithName(std::move(agg), "Keyed Aggregation");
   }
   template <class V, class C>
@@ -642,30 +671,38 @@ class ConnectedStreams {
 
   template <class F>
   auto map(F f) const {
-    static_assert(requires { typename F::OutputType; } &&
-                      std::derived_from<F, CoMapFunction<T1, T2, typename F::OutputType>>,
-                  "ConnectedStreams<T1, T2>::map(f) accepts an object of a class derived from "
-                  "sluice::CoMapFunction<T1, T2, OUT>");
+    static_assert(
+        requires { typename F::OutputType; } &&
+            std::derived_from<F, CoMapFunction<T1, T2, typename F::OutputType>>,
+        "ConnectedStreams<T1, T2>::map(f) accepts an object of a class derived from "
+        "sluice::CoMapFunction<T1, T2, OUT>");
     using OUT = typename F::OutputType;
-    return add<OUT>("Co-Map", [f] { return std::make_unique<internal::CoMapOperator<T1, T2, OUT, F>>(f); });
+    return add<OUT>("Co-Map",
+                    [f] { return std::make_unique<internal::CoMapOperator<T1, T2, OUT, F>>(f); });
   }
   template <class F>
   auto flatMap(F f) const {
-    static_assert(requires { typename F::OutputType; } &&
-                      std::derived_from<F, CoFlatMapFunction<T1, T2, typename F::OutputType>>,
-                  "ConnectedStreams<T1, T2>::flatMap(f) accepts an object of a class derived from "
-                  "sluice::CoFlatMapFunction<T1, T2, OUT>");
+    static_assert(
+        requires { typename F::OutputType; } &&
+            std::derived_from<F, CoFlatMapFunction<T1, T2, typename F::OutputType>>,
+        "ConnectedStreams<T1, T2>::flatMap(f) accepts an object of a class derived from "
+        "sluice::CoFlatMapFunction<T1, T2, OUT>");
     using OUT = typename F::OutputType;
-    return add<OUT>("Co-Flat Map", [f] { return std::make_unique<internal::CoFlatMapOperator<T1, T2, OUT, F>>(f); });
+    return add<OUT>("Co-Flat Map", [f] {
+      return std::make_unique<internal::CoFlatMapOperator<T1, T2, OUT, F>>(f);
+    });
   }
   template <class F>
   auto process(F f) const {
-    static_assert(requires { typename F::OutputType; } &&
-                      std::derived_from<F, CoProcessFunction<T1, T2, typename F::OutputType>>,
-                  "ConnectedStreams<T1, T2>::process(f) accepts an object of a class derived from "
-                  "sluice::CoProcessFunction<T1, T2, OUT>");
+    static_assert(
+        requires { typename F::OutputType; } &&
+            std::derived_from<F, CoProcessFunction<T1, T2, typename F::OutputType>>,
+        "ConnectedStreams<T1, T2>::process(f) accepts an object of a class derived from "
+        "sluice::CoProcessFunction<T1, T2, OUT>");
     using OUT = typename F::OutputType;
-    return add<OUT>("Co-Process", [f] { return std::make_unique<internal::CoProcessOperator<T1, T2, OUT, F>>(f); });
+    return add<OUT>("Co-Process", [f] {
+      return std::make_unique<internal::CoProcessOperator<T1, T2, OUT, F>>(f);
+    });
   }
 
   const DataStream<T1>& getFirstInput() const { return first_; }
@@ -675,7 +712,8 @@ class ConnectedStreams {
   template <class OUT, class Make>
   SingleOutputStreamOperator<OUT> add(std::string name, Make make) const {
     auto env = first_.environmentState();
-    int node = env->graph.addNode(std::move(name), internal::makeOperatorFactory<OUT>(std::move(make)));
+    int node =
+        env->graph.addNode(std::move(name), internal::makeOperatorFactory<OUT>(std::move(make)));
     connect(first_, node, 0);
     connect(second_, node, 1);
     return SingleOutputStreamOperator<OUT>(env, node);

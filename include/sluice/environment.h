@@ -39,9 +39,11 @@ const char* jobStatusName(JobStatus status);
 class JobExecutionException : public SluiceException {
  public:
   JobExecutionException(std::string jobName, JobStatus status, const std::string& message)
-      : SluiceException("Job '" + jobName + "' " + (status == JobStatus::kCanceled ? "was cancelled" : "failed") +
+      : SluiceException("Job '" + jobName + "' " +
+                        (status == JobStatus::kCanceled ? "was cancelled" : "failed") +
                         (message.empty() ? "" : ": " + message)),
-        jobName_(std::move(jobName)), status_(status) {}
+        jobName_(std::move(jobName)),
+        status_(status) {}
   const std::string& getJobName() const { return jobName_; }
   JobStatus getStatus() const { return status_; }
 
@@ -55,8 +57,10 @@ class JobExecutionResult {
   JobExecutionResult() = default;
   JobExecutionResult(std::string jobName, int64_t netRuntimeMs,
                      std::map<std::string, Accumulator::Value> accumulators, int64_t dropped)
-      : jobName_(std::move(jobName)), netRuntimeMs_(netRuntimeMs),
-        accumulators_(std::move(accumulators)), numRecordsDropped_(dropped) {}
+      : jobName_(std::move(jobName)),
+        netRuntimeMs_(netRuntimeMs),
+        accumulators_(std::move(accumulators)),
+        numRecordsDropped_(dropped) {}
 
   const std::string& getJobName() const { return jobName_; }
   // Wall time from start to end, in milliseconds.
@@ -164,7 +168,8 @@ class StreamExecutionEnvironment {
   // String literals become std::string.
   template <class T, class... More>
   auto fromElements(T first, More... rest) {
-    using E = std::conditional_t<std::is_convertible_v<T, std::string_view> && !std::is_same_v<T, std::string>,
+    using E = std::conditional_t<std::is_convertible_v<T, std::string_view> &&
+                                     !std::is_same_v<T, std::string>,
                                  std::string, T>;
     static_assert((std::is_convertible_v<More, E> && ...),
                   "fromElements: all elements must have the type of the first");
@@ -182,7 +187,8 @@ class StreamExecutionEnvironment {
   // endless stream), at most `recordsPerSecond` in total when > 0.
   template <class F>
   auto fromGenerator(F generator, int64_t count, double recordsPerSecond = 0) {
-    static_assert(std::is_invocable_v<F&, int64_t>, "fromGenerator(f, ...): f must be callable as T f(int64_t index)");
+    static_assert(std::is_invocable_v<F&, int64_t>,
+                  "fromGenerator(f, ...): f must be callable as T f(int64_t index)");
     using T = std::decay_t<std::invoke_result_t<F&, int64_t>>;
     return fromSource(GeneratorSource<T, F>(std::move(generator), count, recordsPerSecond),
                       "Generator Source");
@@ -191,13 +197,16 @@ class StreamExecutionEnvironment {
   SingleOutputStreamOperator<std::string> readTextFile(const std::string& path);
   // Lines read from a TCP socket until it closes. At-most-once.
   SingleOutputStreamOperator<std::string> socketTextStream(const std::string& host, int port,
-                                                           char delimiter = '\n', int64_t maxRetry = 0);
+                                                           char delimiter = '\n',
+                                                           int64_t maxRetry = 0);
 
   template <class S>
-  SingleOutputStreamOperator<typename S::OutputType> fromSource(S source, const std::string& sourceName) {
+  SingleOutputStreamOperator<typename S::OutputType> fromSource(S source,
+                                                                const std::string& sourceName) {
     using T = typename S::OutputType;
     using SplitT = typename S::SplitType;
-    static_assert(std::is_base_of_v<Source<T, SplitT>, S>, "fromSource: S must derive from sluice::Source<T, Split>");
+    static_assert(std::is_base_of_v<Source<T, SplitT>, S>,
+                  "fromSource: S must derive from sluice::Source<T, Split>");
     return addSource<T, SplitT>(std::make_shared<const S>(std::move(source)), sourceName, false);
   }
 
@@ -217,9 +226,10 @@ class StreamExecutionEnvironment {
 
  private:
   template <class T, class SplitT>
-  SingleOutputStreamOperator<T> addSource(std::shared_ptr<const Source<T, SplitT>> source, const std::string& name,
-                          bool nonParallel) {
-    auto factory = std::make_shared<internal::SourceOperatorFactory<T, SplitT>>(std::move(source), nonParallel);
+  SingleOutputStreamOperator<T> addSource(std::shared_ptr<const Source<T, SplitT>> source,
+                                          const std::string& name, bool nonParallel) {
+    auto factory = std::make_shared<internal::SourceOperatorFactory<T, SplitT>>(std::move(source),
+                                                                                nonParallel);
     int node = state_->graph.addNode("Source: " + name, factory);
     return SingleOutputStreamOperator<T>(state_, node);
   }

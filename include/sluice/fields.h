@@ -122,8 +122,7 @@ constexpr bool kComparable = requires(const V& a, const V& b) {
 template <class T>
 class PositionAggregator {
  public:
-  PositionAggregator(AggregationKind kind, int position, const std::string& where)
-      : kind_(kind) {
+  PositionAggregator(AggregationKind kind, int position, const std::string& where) : kind_(kind) {
     static_assert(Fields<T>::kHasFields,
                   "field aggregations need a std::pair, std::tuple, SLUICE_STRUCT or arithmetic "
                   "record type; use reduce() otherwise");
@@ -135,7 +134,8 @@ class PositionAggregator {
     bool ok = false;
     [&]<size_t... I>(std::index_sequence<I...>) {
       ((static_cast<size_t>(position) == I ? (select<I>(ok), 0) : 0), ...);
-    }(std::make_index_sequence<Fields<T>::kCount>());
+    }
+    (std::make_index_sequence<Fields<T>::kCount>());
     if (!ok) {
       throw SluiceException(where + ": cannot " + aggregationName(kind) + " field " +
                             Fields<T>::name(position) + " of type " + TypeSerializer<T>::schema() +
@@ -188,7 +188,9 @@ class MemberAggregator {
     if (aggregateField<V>(kind_, result.*member_, in.*member_)) return in;
     return result;
   }
-  bool apply(T& acc, const T& in) const { return aggregateField<V>(kind_, acc.*member_, in.*member_); }
+  bool apply(T& acc, const T& in) const {
+    return aggregateField<V>(kind_, acc.*member_, in.*member_);
+  }
 
  private:
   AggregationKind kind_;

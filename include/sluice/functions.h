@@ -15,9 +15,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <utility>
-
 #include <typeinfo>
+#include <utility>
 #include <vector>
 
 #include <sluice/core/runtime_context.h>
@@ -121,7 +120,6 @@ class Partitioner {
   virtual ~Partitioner() = default;
   virtual int partition(const K& key, int numPartitions) = 0;
 };
-
 
 namespace internal {
 

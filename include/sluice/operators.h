@@ -41,7 +41,8 @@ template <class T>
 class ChainedOutput final : public Output<T> {
  public:
   ChainedOutput(StreamOperatorBase& target, int inputIndex)
-      : target_(target), input_(*static_cast<Input<T>*>(target.inputPointer(inputIndex))),
+      : target_(target),
+        input_(*static_cast<Input<T>*>(target.inputPointer(inputIndex))),
         inputIndex_(inputIndex) {}
 
   void collect(const StreamRecord<T>& record) override {
@@ -290,8 +291,12 @@ class PlainNetworkFactory final : public NetworkOutputFactory {
     std::unique_ptr<ChannelSelector<T>> s;
     switch (kind) {
       case PartitionKind::kRebalance:
-      case PartitionKind::kRescale: s = std::make_unique<RoundRobinSelector<T>>(channels, subtask); break;
-      case PartitionKind::kShuffle: s = std::make_unique<ShuffleSelector<T>>(channels, subtask); break;
+      case PartitionKind::kRescale:
+        s = std::make_unique<RoundRobinSelector<T>>(channels, subtask);
+        break;
+      case PartitionKind::kShuffle:
+        s = std::make_unique<ShuffleSelector<T>>(channels, subtask);
+        break;
       case PartitionKind::kBroadcast: s = std::make_unique<BroadcastSelector<T>>(); break;
       case PartitionKind::kForward:
       case PartitionKind::kGlobal: s = std::make_unique<FirstChannelSelector<T>>(); break;
@@ -774,7 +779,10 @@ class SinkOperator final : public OneInputOperator<T, T>,
     return const_cast<SinkOperator*>(this)->context().runtimeContext().getIndexOfThisSubtask();
   }
   int getNumberOfParallelSubtasks() const override {
-    return const_cast<SinkOperator*>(this)->context().runtimeContext().getNumberOfParallelSubtasks();
+    return const_cast<SinkOperator*>(this)
+        ->context()
+        .runtimeContext()
+        .getNumberOfParallelSubtasks();
   }
   RuntimeContext& getRuntimeContext() override { return this->context().runtimeContext(); }
 

@@ -99,7 +99,8 @@ class Source {
   virtual Boundedness getBoundedness() const = 0;
   virtual std::unique_ptr<SplitEnumerator<SplitT>> createEnumerator(
       SplitEnumeratorContext<SplitT>& context) const = 0;
-  virtual std::unique_ptr<SourceReader<T, SplitT>> createReader(SourceReaderContext& context) const = 0;
+  virtual std::unique_ptr<SourceReader<T, SplitT>> createReader(
+      SourceReaderContext& context) const = 0;
 };
 
 // ---------------------------------------------------------------------------
@@ -161,7 +162,10 @@ class SourceOperator final : public SourceOperatorBase,
     return const_cast<SourceOperator*>(this)->context().runtimeContext().getIndexOfThisSubtask();
   }
   int currentParallelism() const override {
-    return const_cast<SourceOperator*>(this)->context().runtimeContext().getNumberOfParallelSubtasks();
+    return const_cast<SourceOperator*>(this)
+        ->context()
+        .runtimeContext()
+        .getNumberOfParallelSubtasks();
   }
   void sendSplitRequest() override { context().sendSplitRequest(); }
   void signalAvailable() override { context().signalInputAvailable(); }
@@ -192,7 +196,8 @@ class SourceOperator final : public SourceOperatorBase,
 };
 
 template <class SplitT>
-class SourceCoordinator final : public SourceCoordinatorBase, private SplitEnumeratorContext<SplitT> {
+class SourceCoordinator final : public SourceCoordinatorBase,
+                                private SplitEnumeratorContext<SplitT> {
  public:
   template <class T>
   SourceCoordinator(const Source<T, SplitT>& source, SplitEnumeratorContextBase& context)

@@ -1,6 +1,6 @@
-#include <sluice/environment.h>
-
 #include <fmt/format.h>
+
+#include <sluice/environment.h>
 
 #include "core/logging.h"
 #include "runtime/mini_cluster.h"
@@ -65,14 +65,16 @@ runtime::MiniClusterOptions clusterOptions(const Configuration& config) {
   o.buffersPerChannel = config.get(options::kTaskManagerNetworkMemoryBuffersPerChannel);
   o.floatingBuffers = config.get(options::kTaskManagerNetworkMemoryFloatingBuffersPerGate);
   if (o.segmentSize < 64 || o.segmentSize > (size_t{1} << 30)) {
-    throw SluiceException(fmt::format("taskmanager.memory.segment-size must be between 64 b and 1 gb, got {} bytes",
-                                      o.segmentSize));
+    throw SluiceException(
+        fmt::format("taskmanager.memory.segment-size must be between 64 b and 1 gb, got {} bytes",
+                    o.segmentSize));
   }
   if (o.buffersPerChannel < 1) {
     throw SluiceException("taskmanager.network.memory.buffers-per-channel must be at least 1");
   }
   if (o.floatingBuffers < 0) {
-    throw SluiceException("taskmanager.network.memory.floating-buffers-per-gate must not be negative");
+    throw SluiceException(
+        "taskmanager.network.memory.floating-buffers-per-gate must not be negative");
   }
   return o;
 }
@@ -124,7 +126,8 @@ StreamExecutionEnvironment::StreamExecutionEnvironment(const Configuration& conf
   state_->bufferTimeoutMs = config.get(options::kExecutionBufferTimeout).count();
   if (state_->parallelism < 1) {
     throw SluiceException(fmt::format("parallelism.default must be at least 1, got {} (from {})",
-                                      state_->parallelism, config.source(options::kParallelismDefault.key)));
+                                      state_->parallelism,
+                                      config.source(options::kParallelismDefault.key)));
   }
   if (state_->maxParallelism < 1 || state_->maxParallelism > kUpperBoundMaxParallelism) {
     throw SluiceException(fmt::format("pipeline.max-parallelism must be in [1, 32768], got {}",
@@ -149,7 +152,8 @@ StreamExecutionEnvironment StreamExecutionEnvironment::getExecutionEnvironment()
 
 StreamExecutionEnvironment& StreamExecutionEnvironment::setParallelism(int parallelism) {
   if (parallelism < 1) {
-    throw SluiceException(fmt::format("setParallelism: parallelism must be at least 1, got {}", parallelism));
+    throw SluiceException(
+        fmt::format("setParallelism: parallelism must be at least 1, got {}", parallelism));
   }
   state_->parallelism = parallelism;
   return *this;
@@ -177,21 +181,25 @@ StreamExecutionEnvironment& StreamExecutionEnvironment::disableOperatorChaining(
   return *this;
 }
 
-SingleOutputStreamOperator<int64_t> StreamExecutionEnvironment::fromSequence(int64_t from, int64_t to) {
+SingleOutputStreamOperator<int64_t> StreamExecutionEnvironment::fromSequence(int64_t from,
+                                                                             int64_t to) {
   if (from > to) {
-    throw SluiceException(fmt::format("fromSequence: from ({}) must not be greater than to ({})", from, to));
+    throw SluiceException(
+        fmt::format("fromSequence: from ({}) must not be greater than to ({})", from, to));
   }
   return fromSource(NumberSequenceSource(from, to), "Sequence Source");
 }
 
-SingleOutputStreamOperator<std::string> StreamExecutionEnvironment::readTextFile(const std::string& path) {
+SingleOutputStreamOperator<std::string> StreamExecutionEnvironment::readTextFile(
+    const std::string& path) {
   return fromSource(TextLineFileSource(path), "Text File Source: " + path);
 }
 
-SingleOutputStreamOperator<std::string> StreamExecutionEnvironment::socketTextStream(const std::string& host, int port,
-                                                                     char delimiter, int64_t maxRetry) {
+SingleOutputStreamOperator<std::string> StreamExecutionEnvironment::socketTextStream(
+    const std::string& host, int port, char delimiter, int64_t maxRetry) {
   if (port < 0 || port > 65535) {
-    throw SluiceException(fmt::format("socketTextStream: port must be in [0, 65535], got {}", port));
+    throw SluiceException(
+        fmt::format("socketTextStream: port must be in [0, 65535], got {}", port));
   }
   return addSource<std::string, SocketTextSource::SplitType>(
       std::make_shared<SocketTextSource>(host, port, delimiter, maxRetry), "Socket Stream", true);

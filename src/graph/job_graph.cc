@@ -1,8 +1,7 @@
-#include <sluice/graph/job_graph.h>
+#include <fmt/format.h>
 
 #include <sluice/core/status.h>
-
-#include <fmt/format.h>
+#include <sluice/graph/job_graph.h>
 
 namespace sluice {
 
@@ -30,7 +29,8 @@ JobGraph createJobGraph(const StreamGraph& graph) {
   for (const auto& n : nodes) {
     for (int in : n.inEdges) {
       if (graph.edge(in).source >= n.id) {
-        throw SluiceException(fmt::format("StreamGraph: operator '{}' has an input created after it", n.name));
+        throw SluiceException(
+            fmt::format("StreamGraph: operator '{}' has an input created after it", n.name));
       }
     }
     bool head = n.inEdges.size() != 1 || !jg.edgeChained[n.inEdges[0]];
@@ -87,8 +87,10 @@ std::vector<int> connectedConsumers(PartitionKind partition, int subtask, int pr
       }
     } else {
       // Rounded up, as Flink's pointwise connection does.
-      int64_t start = (int64_t{subtask} * consumerParallelism + producerParallelism - 1) / producerParallelism;
-      int64_t end = (int64_t{subtask + 1} * consumerParallelism + producerParallelism - 1) / producerParallelism;
+      int64_t start =
+          (int64_t{subtask} * consumerParallelism + producerParallelism - 1) / producerParallelism;
+      int64_t end = (int64_t{subtask + 1} * consumerParallelism + producerParallelism - 1) /
+                    producerParallelism;
       for (int64_t j = start; j < end; ++j) out.push_back(static_cast<int>(j));
     }
   } else {

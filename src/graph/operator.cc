@@ -1,9 +1,9 @@
-#include <sluice/graph/operator.h>
-
 #include <cxxabi.h>
 
 #include <cstdlib>
 #include <typeinfo>
+
+#include <sluice/graph/operator.h>
 
 namespace sluice {
 

@@ -1,8 +1,7 @@
-#include <sluice/graph/stream_graph.h>
+#include <fmt/format.h>
 
 #include <sluice/core/status.h>
-
-#include <fmt/format.h>
+#include <sluice/graph/stream_graph.h>
 
 namespace sluice {
 
@@ -36,7 +35,8 @@ int StreamGraph::addEdge(int source, int target, int inputIndex, std::string sid
                          std::shared_ptr<const NetworkOutputFactory> network) {
   if (source < 0 || source >= static_cast<int>(nodes_.size()) || target < 0 ||
       target >= static_cast<int>(nodes_.size())) {
-    throw SluiceException(fmt::format("StreamGraph: edge {} -> {} refers to an unknown node", source, target));
+    throw SluiceException(
+        fmt::format("StreamGraph: edge {} -> {} refers to an unknown node", source, target));
   }
   StreamEdge e;
   e.id = static_cast<int>(edges_.size());
@@ -63,7 +63,8 @@ void StreamGraph::resolve() {
     throw SluiceException("No operators defined in streaming topology. Cannot execute.");
   }
   if (defaultParallelism < 1) {
-    throw SluiceException(fmt::format("parallelism must be at least 1, got {}", defaultParallelism));
+    throw SluiceException(
+        fmt::format("parallelism must be at least 1, got {}", defaultParallelism));
   }
   for (auto& n : nodes_) {
     if (n.slotSharingGroup.empty()) {
@@ -80,34 +81,35 @@ void StreamGraph::resolve() {
     }
     if (n.maxParallelism == -1) n.maxParallelism = defaultMaxParallelism;
     if (n.maxParallelism < 1 || n.maxParallelism > (1 << 15)) {
-      throw SluiceException(fmt::format("operator '{}': max parallelism must be in [1, 32768], got {}",
-                                        n.name, n.maxParallelism));
+      throw SluiceException(
+          fmt::format("operator '{}': max parallelism must be in [1, 32768], got {}", n.name,
+                      n.maxParallelism));
     }
     if (n.parallelism == -1) {
       n.parallelism = (n.factory && n.factory->isNonParallel()) ? 1 : defaultParallelism;
     }
     if (n.parallelism < 1) {
-      throw SluiceException(
-          fmt::format("operator '{}': parallelism must be at least 1, got {}", n.name, n.parallelism));
+      throw SluiceException(fmt::format("operator '{}': parallelism must be at least 1, got {}",
+                                        n.name, n.parallelism));
     }
     if (n.parallelism > n.maxParallelism) {
-      throw SluiceException(fmt::format(
-          "operator '{}': parallelism {} is higher than its max parallelism {} "
-          "(set pipeline.max-parallelism or setMaxParallelism)",
-          n.name, n.parallelism, n.maxParallelism));
+      throw SluiceException(
+          fmt::format("operator '{}': parallelism {} is higher than its max parallelism {} "
+                      "(set pipeline.max-parallelism or setMaxParallelism)",
+                      n.name, n.parallelism, n.maxParallelism));
     }
     if (n.factory && n.factory->isNonParallel() && n.parallelism != 1) {
-      throw SluiceException(fmt::format(
-          "operator '{}' is a non-parallel source; its parallelism must be 1, got {}", n.name,
-          n.parallelism));
+      throw SluiceException(
+          fmt::format("operator '{}' is a non-parallel source; its parallelism must be 1, got {}",
+                      n.name, n.parallelism));
     }
   }
   for (auto& e : edges_) {
     const StreamNode& up = nodes_[e.source];
     const StreamNode& down = nodes_[e.target];
     if (e.partition == PartitionKind::kDefault) {
-      e.partition = up.parallelism == down.parallelism ? PartitionKind::kForward
-                                                       : PartitionKind::kRebalance;
+      e.partition =
+          up.parallelism == down.parallelism ? PartitionKind::kForward : PartitionKind::kRebalance;
     }
     if (e.partition == PartitionKind::kForward && up.parallelism != down.parallelism) {
       throw SluiceException(fmt::format(

@@ -15,7 +15,8 @@ namespace sluice::runtime {
 
 class InputGate {
  public:
-  InputGate(int numberOfChannels, TaskWaker& waker) : numberOfChannels_(numberOfChannels), waker_(waker) {}
+  InputGate(int numberOfChannels, TaskWaker& waker)
+      : numberOfChannels_(numberOfChannels), waker_(waker) {}
 
   int numberOfChannels() const { return numberOfChannels_; }
 

@@ -6,7 +6,9 @@
 namespace sluice::runtime {
 
 RecordWriter::RecordWriter(std::vector<Target> targets, BufferPool& pool, bool flushEveryRecord)
-    : targets_(std::move(targets)), current_(targets_.size()), pool_(pool),
+    : targets_(std::move(targets)),
+      current_(targets_.size()),
+      pool_(pool),
       flushEveryRecord_(flushEveryRecord) {}
 
 void RecordWriter::append(int channel, const uint8_t* data, size_t size) {
@@ -73,7 +75,8 @@ void RecordWriter::broadcastWatermark(Watermark watermark) {
 }
 
 void RecordWriter::broadcastWatermarkStatus(WatermarkStatus status) {
-  uint8_t buf[2] = {static_cast<uint8_t>(ElementTag::kWatermarkStatus), static_cast<uint8_t>(status)};
+  uint8_t buf[2] = {static_cast<uint8_t>(ElementTag::kWatermarkStatus),
+                    static_cast<uint8_t>(status)};
   broadcastEmit(buf, sizeof buf);
 }
 

@@ -22,7 +22,8 @@ class NullOutput final : public OutputBase {
 class Task::Context final : public OperatorContext, public RuntimeContext {
  public:
   Context(Task& task, const StreamNode& node)
-      : task_(task), node_(node),
+      : task_(task),
+        node_(node),
         nameWithSubtasks_(fmt::format("{} ({}/{})#{}", task.taskName_, task.subtask_ + 1,
                                       task.vertex_.parallelism, task.attemptNumber_)) {}
 
@@ -50,8 +51,8 @@ class Task::Context final : public OperatorContext, public RuntimeContext {
   const std::string& getJobName() const override { return task_.jobGraph_.jobName; }
   void addAccumulator(const std::string& name, Accumulator* acc) override {
     if (!accumulators_.emplace(name, acc).second) {
-      throw SluiceException(fmt::format("accumulator '{}' is already registered in operator '{}'",
-                                        name, node_.name));
+      throw SluiceException(
+          fmt::format("accumulator '{}' is already registered in operator '{}'", name, node_.name));
     }
   }
   Accumulator* getAccumulator(const std::string& name) const override {
@@ -71,8 +72,13 @@ class Task::Context final : public OperatorContext, public RuntimeContext {
 
 Task::Task(const StreamGraph& graph, const JobGraph& jobGraph, int vertex, int subtask,
            int attemptNumber)
-    : graph_(graph), jobGraph_(jobGraph), vertex_(jobGraph.vertices.at(vertex)), subtask_(subtask),
-      attemptNumber_(attemptNumber), taskName_(vertex_.name), mailbox_(waker_) {}
+    : graph_(graph),
+      jobGraph_(jobGraph),
+      vertex_(jobGraph.vertices.at(vertex)),
+      subtask_(subtask),
+      attemptNumber_(attemptNumber),
+      taskName_(vertex_.name),
+      mailbox_(waker_) {}
 
 Task::~Task() = default;
 
@@ -186,8 +192,9 @@ TaskResult Task::run() {
     StreamOperatorBase& head = *ops[0];
 
     auto flushDue = [&, timeout = std::chrono::milliseconds(jobGraph_.bufferTimeoutMs),
-                     next = TaskWaker::Clock::now()](TaskWaker::Clock::time_point now,
-                                                     TaskWaker::Clock::time_point& deadline) mutable {
+                     next = TaskWaker::Clock::now()](
+                        TaskWaker::Clock::time_point now,
+                        TaskWaker::Clock::time_point& deadline) mutable {
       bool pending = false;
       for (auto& [id, w] : writers_) pending |= w->hasPendingData();
       if (!pending || jobGraph_.bufferTimeoutMs < 0) return;
@@ -254,7 +261,8 @@ TaskResult Task::run() {
             apply(input, valves[input].onWatermark(localIndex[c], in.readI64()));
             break;
           case ElementTag::kWatermarkStatus:
-            apply(input, valves[input].onStatus(localIndex[c], static_cast<WatermarkStatus>(in.readU8())));
+            apply(input,
+                  valves[input].onStatus(localIndex[c], static_cast<WatermarkStatus>(in.readU8())));
             break;
           case ElementTag::kBarrier: break;  // checkpoints are not implemented yet
           case ElementTag::kEndOfPartition:
@@ -263,8 +271,8 @@ TaskResult Task::run() {
             if (++endedPerInput[input] == channelsPerInput[input]) head.endInput(input);
             break;
           default:
-            throw SerializationError(fmt::format("corrupt stream: unknown element tag {} on channel {}",
-                                                 static_cast<int>(tag), c));
+            throw SerializationError(fmt::format(
+                "corrupt stream: unknown element tag {} on channel {}", static_cast<int>(tag), c));
         }
       };
       while (ended < channels) {

@@ -141,8 +141,8 @@ TEST(ExamplesTest, SocketWordCountCountsWhatTheServerSends) {
     }
     close(client);
   });
-  ProcessResult r = run({SLUICE_SOCKET_WORDCOUNT_BIN, "--hostname", "127.0.0.1", "--port",
-                         std::to_string(port)});
+  ProcessResult r =
+      run({SLUICE_SOCKET_WORDCOUNT_BIN, "--hostname", "127.0.0.1", "--port", std::to_string(port)});
   serverThread.join();
   close(server);
   ASSERT_EQ(r.exitCode, 0);

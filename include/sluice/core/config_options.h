@@ -90,11 +90,13 @@ inline constexpr ConfigOption<MemorySize> kTaskManagerMemorySegmentSize{
 
 inline constexpr ConfigOption<int32_t> kTaskManagerNetworkMemoryBuffersPerChannel{
     "taskmanager.network.memory.buffers-per-channel", 2,
-    "Network buffers per output channel; with the floating buffers they bound the memory a task's output holds in flight."};
+    "Network buffers per output channel; with the floating buffers they bound the memory a task's "
+    "output holds in flight."};
 
 inline constexpr ConfigOption<int32_t> kTaskManagerNetworkMemoryFloatingBuffersPerGate{
     "taskmanager.network.memory.floating-buffers-per-gate", 8,
-    "Extra buffers per task output, shared by all its channels, used by whichever channel fills up first."};
+    "Extra buffers per task output, shared by all its channels, used by whichever channel fills up "
+    "first."};
 
 // ---- cluster ----
 
@@ -106,7 +108,9 @@ inline constexpr ConfigOption<int32_t> kJobManagerRpcPort{"jobmanager.rpc.port",
                                                           "Port of the JobManager's RPC endpoint."};
 
 inline constexpr ConfigOption<int32_t> kRestPort{
-    "rest.port", 8081, "Port of the REST API and web UI of the JobManager (cluster mode; not used by the embedded mini-cluster yet)."};
+    "rest.port", 8081,
+    "Port of the REST API and web UI of the JobManager (cluster mode; not used by the embedded "
+    "mini-cluster yet)."};
 
 // Every option above. Keep in declaration order; registeredOptions() sorts.
 inline constexpr std::tuple kAllOptions{

@@ -32,7 +32,9 @@ class LongCounter final : public Accumulator {
   void add(int64_t v) { value_ += v; }
   Value getLocalValue() const override { return value_; }
   void merge(const Accumulator& o) override { value_ += std::get<int64_t>(o.getLocalValue()); }
-  std::unique_ptr<Accumulator> clone() const override { return std::make_unique<LongCounter>(*this); }
+  std::unique_ptr<Accumulator> clone() const override {
+    return std::make_unique<LongCounter>(*this);
+  }
 
  private:
   int64_t value_ = 0;
@@ -44,7 +46,9 @@ class DoubleCounter final : public Accumulator {
   void add(double v) { value_ += v; }
   Value getLocalValue() const override { return value_; }
   void merge(const Accumulator& o) override { value_ += std::get<double>(o.getLocalValue()); }
-  std::unique_ptr<Accumulator> clone() const override { return std::make_unique<DoubleCounter>(*this); }
+  std::unique_ptr<Accumulator> clone() const override {
+    return std::make_unique<DoubleCounter>(*this);
+  }
 
  private:
   double value_ = 0;

@@ -230,7 +230,8 @@ class DataInputView {
 
  private:
   void require(size_t n, const char* what) const {
-    if (n > size_ - pos_) [[unlikely]] failTruncated(n, what);
+    if (n > size_ - pos_) [[unlikely]]
+      failTruncated(n, what);
   }
   // Out of line and cold, so require() inlines to a compare and a branch.
   [[noreturn, gnu::cold, gnu::noinline]] void failTruncated(size_t n, const char* what) const {

@@ -34,7 +34,9 @@ class [[nodiscard]] Status {
   Status() = default;
 
   static Status ok() { return Status(); }
-  static Status invalidArgument(std::string msg) { return {StatusCode::kInvalidArgument, std::move(msg)}; }
+  static Status invalidArgument(std::string msg) {
+    return {StatusCode::kInvalidArgument, std::move(msg)};
+  }
   static Status notFound(std::string msg) { return {StatusCode::kNotFound, std::move(msg)}; }
   static Status ioError(std::string msg) { return {StatusCode::kIoError, std::move(msg)}; }
   static Status corruption(std::string msg) { return {StatusCode::kCorruption, std::move(msg)}; }
@@ -91,7 +93,7 @@ class SluiceException : public std::runtime_error {
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {}  // NOLINT
   bool isOk() const { return status_.isOk(); }
   const Status& status() const { return status_; }
@@ -109,10 +111,10 @@ class [[nodiscard]] Result {
   std::optional<T> value_;
 };
 
-#define SLUICE_RETURN_IF_ERROR(expr)               \
-  do {                                             \
-    ::sluice::Status _sluice_st = (expr);          \
-    if (!_sluice_st.isOk()) return _sluice_st;     \
+#define SLUICE_RETURN_IF_ERROR(expr)           \
+  do {                                         \
+    ::sluice::Status _sluice_st = (expr);      \
+    if (!_sluice_st.isOk()) return _sluice_st; \
   } while (0)
 
 }  // namespace sluice

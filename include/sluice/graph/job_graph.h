@@ -25,21 +25,21 @@ namespace sluice {
 
 struct JobEdge {
   int id = -1;
-  int source = -1;       // job vertex
-  int target = -1;       // job vertex
-  int streamEdge = -1;   // the StreamEdge it carries
+  int source = -1;                                    // job vertex
+  int target = -1;                                    // job vertex
+  int streamEdge = -1;                                // the StreamEdge it carries
   PartitionKind partition = PartitionKind::kForward;  // resolved
 };
 
 struct JobVertex {
   int id = -1;
-  std::string name;               // "Source: Sequence -> Map -> Filter"
-  std::vector<int> chain;         // stream node ids, head first, in graph order
+  std::string name;        // "Source: Sequence -> Map -> Filter"
+  std::vector<int> chain;  // stream node ids, head first, in graph order
   int parallelism = 1;
   int maxParallelism = 128;
   std::string slotSharingGroup;
-  std::vector<int> inputs;        // job edge ids
-  std::vector<int> outputs;       // job edge ids
+  std::vector<int> inputs;   // job edge ids
+  std::vector<int> outputs;  // job edge ids
   int head() const { return chain.front(); }
 };
 
@@ -47,8 +47,8 @@ struct JobGraph {
   std::string jobName;
   std::vector<JobVertex> vertices;  // topological order
   std::vector<JobEdge> edges;
-  std::vector<int> vertexOfNode;     // stream node id -> job vertex id
-  std::vector<bool> edgeChained;     // stream edge id -> chained?
+  std::vector<int> vertexOfNode;  // stream node id -> job vertex id
+  std::vector<bool> edgeChained;  // stream edge id -> chained?
   int64_t bufferTimeoutMs = 100;
 };
 

@@ -18,8 +18,8 @@ namespace sluice {
 
 struct StreamNode {
   int id = -1;
-  std::string name;  // shown in logs, errors and the web UI
-  std::string uid;   // stable id for state; empty = derived from the position
+  std::string name;         // shown in logs, errors and the web UI
+  std::string uid;          // stable id for state; empty = derived from the position
   int parallelism = -1;     // -1: the environment's
   int maxParallelism = -1;  // -1: the environment's
   // Empty: not set; resolve() takes the inputs' group when they agree, else
@@ -35,11 +35,11 @@ struct StreamEdge {
   int id = -1;
   int source = -1;
   int target = -1;
-  int inputIndex = 0;          // which input of the target (0, or 1 for two-input)
-  std::string sideOutputTag;   // empty: the main output
+  int inputIndex = 0;         // which input of the target (0, or 1 for two-input)
+  std::string sideOutputTag;  // empty: the main output
   PartitionKind partition = PartitionKind::kDefault;
-  std::shared_ptr<const TypeOps> type;                    // record type on this edge
-  std::shared_ptr<const NetworkOutputFactory> network;    // serializer + partitioner
+  std::shared_ptr<const TypeOps> type;                  // record type on this edge
+  std::shared_ptr<const NetworkOutputFactory> network;  // serializer + partitioner
 };
 
 class StreamGraph {

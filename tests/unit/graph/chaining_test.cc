@@ -66,7 +66,8 @@ void expectJobGraph(const StreamExecutionEnvironment& env, const JobGraph& jg,
     EXPECT_EQ(v.parallelism, vertices[i].parallelism);
     EXPECT_EQ(v.maxParallelism, 128);
     EXPECT_EQ(v.slotSharingGroup, vertices[i].group);
-    for (size_t k = 1; k < v.chain.size(); ++k) EXPECT_LT(v.chain[k - 1], v.chain[k]) << "graph order";
+    for (size_t k = 1; k < v.chain.size(); ++k)
+      EXPECT_LT(v.chain[k - 1], v.chain[k]) << "graph order";
     for (int id : v.chain) expectedVertexOfNode.at(id) = static_cast<int>(i);
   }
   EXPECT_EQ(jg.vertexOfNode, expectedVertexOfNode);
@@ -162,11 +163,10 @@ TEST(ChainingTest, DisableChainingIsolatesTheOperator) {
       .disableChaining()
       .map([](const Pair& p) { return p.second; })
       .print();
-  expectJobGraph(env, env.getJobGraph(),
-                 {{{"Source: Sequence Source", "Map"}, 2},
-                  {{"Filter"}, 2},
-                  {{"Map", "Print to Std. Out"}, 2}},
-                 {{0, 1, PartitionKind::kForward}, {1, 2, PartitionKind::kForward}});
+  expectJobGraph(
+      env, env.getJobGraph(),
+      {{{"Source: Sequence Source", "Map"}, 2}, {{"Filter"}, 2}, {{"Map", "Print to Std. Out"}, 2}},
+      {{0, 1, PartitionKind::kForward}, {1, 2, PartitionKind::kForward}});
 }
 
 TEST(ChainingTest, DisableChainingOnASinkOnlyCutsItsInput) {
@@ -186,27 +186,32 @@ TEST(ChainingTest, StartNewChainStartsAChainThatSuccessorsJoin) {
       .startNewChain()
       .map([](const Pair& p) { return p.second; })
       .print();
-  expectJobGraph(env, env.getJobGraph(),
-                 {{{"Source: Sequence Source", "Map"}, 2},
-                  {{"Filter", "Map", "Print to Std. Out"}, 2}},
-                 {{0, 1, PartitionKind::kForward}});
+  expectJobGraph(
+      env, env.getJobGraph(),
+      {{{"Source: Sequence Source", "Map"}, 2}, {{"Filter", "Map", "Print to Std. Out"}, 2}},
+      {{0, 1, PartitionKind::kForward}});
 }
 
 TEST(ChainingTest, DifferentParallelismBreaksTheChainAndRebalances) {
   StreamExecutionEnvironment env;
   env.setParallelism(4);
   env.fromSequence(1, 100).map(toPair).setParallelism(2).filter(bigEnough).print();
-  expectJobGraph(env, env.getJobGraph(),
-                 {{{"Source: Sequence Source"}, 4}, {{"Map"}, 2}, {{"Filter", "Print to Std. Out"}, 4}},
-                 {{0, 1, PartitionKind::kRebalance}, {1, 2, PartitionKind::kRebalance}});
+  expectJobGraph(
+      env, env.getJobGraph(),
+      {{{"Source: Sequence Source"}, 4}, {{"Map"}, 2}, {{"Filter", "Print to Std. Out"}, 4}},
+      {{0, 1, PartitionKind::kRebalance}, {1, 2, PartitionKind::kRebalance}});
 }
 
 TEST(ChainingTest, ExplicitPartitioningIsKeptAndBreaksTheChain) {
   StreamExecutionEnvironment env;
   env.setParallelism(3);
   auto mapped = env.fromSequence(1, 100).map(toPair);
-  mapped.rebalance().filter(bigEnough).rescale().map([](const Pair& p) { return p.first; })
-      .broadcast().print();
+  mapped.rebalance()
+      .filter(bigEnough)
+      .rescale()
+      .map([](const Pair& p) { return p.first; })
+      .broadcast()
+      .print();
   expectJobGraph(env, env.getJobGraph(),
                  {{{"Source: Sequence Source", "Map"}, 3},
                   {{"Filter"}, 3},
@@ -267,10 +272,10 @@ TEST(ChainingTest, SlotSharingGroupIsInheritedFromInputsAsInFlink) {
   StreamExecutionEnvironment env;
   env.setParallelism(2);
   env.fromSequence(1, 100).map(toPair).slotSharingGroup("a").filter(bigEnough).print();
-  expectJobGraph(env, env.getJobGraph(),
-                 {{{"Source: Sequence Source"}, 2},
-                  {{"Map", "Filter", "Print to Std. Out"}, 2, "a"}},
-                 {{0, 1, PartitionKind::kForward}});
+  expectJobGraph(
+      env, env.getJobGraph(),
+      {{{"Source: Sequence Source"}, 2}, {{"Map", "Filter", "Print to Std. Out"}, 2, "a"}},
+      {{0, 1, PartitionKind::kForward}});
 }
 
 TEST(ChainingTest, UnionOfTwoSourcesMakesTheConsumerAChainHead) {
@@ -324,10 +329,10 @@ class SplitOdd : public ProcessFunction<int64_t, int64_t> {
 TEST(ChainingTest, SideOutputsAndFanOutChainAsATree) {
   StreamExecutionEnvironment env;
   env.setParallelism(3);
-  auto evens = env.fromSequence(1, 100).process(SplitOdd{});                 // 1
+  auto evens = env.fromSequence(1, 100).process(SplitOdd{});  // 1
   auto odd = evens.getSideOutput(OutputTag<std::string>("odd"));
-  evens.filter([](const int64_t& v) { return v % 4 == 0; }).print();       // 2, 3
-  evens.filter([](const int64_t& v) { return v % 4 != 0; }).print();       // 4, 5
+  evens.filter([](const int64_t& v) { return v % 4 == 0; }).print();                     // 2, 3
+  evens.filter([](const int64_t& v) { return v % 4 != 0; }).print();                     // 4, 5
   odd.map([](const std::string& s) { return static_cast<int64_t>(s.size()); }).print();  // 6, 7
 
   const StreamGraph& sg = env.getStreamGraph();
@@ -355,9 +360,9 @@ TEST(ChainingTest, SideOutputsAndFanOutChainAsATree) {
 TEST(ChainingTest, FanOutWithOneBranchAcrossTheNetwork) {
   StreamExecutionEnvironment env;
   env.setParallelism(2);
-  auto mapped = env.fromSequence(1, 100).map(toPair);                      // 1
-  mapped.filter(bigEnough).print();                                         // 2, 3
-  mapped.keyBy<0>().sum(1).print();                                         // 4, 5
+  auto mapped = env.fromSequence(1, 100).map(toPair);                           // 1
+  mapped.filter(bigEnough).print();                                             // 2, 3
+  mapped.keyBy<0>().sum(1).print();                                             // 4, 5
   mapped.map([](const Pair& p) { return p.first; }).setParallelism(1).print();  // 6, 7
   expectJobGraph(env, env.getJobGraph(),
                  {{{"Source: Sequence Source", "Map", "Filter", "Print to Std. Out"}, 2},
@@ -402,7 +407,8 @@ TEST(ResolveTest, ParallelismAboveTheJobsMaxParallelismIsRejected) {
   StreamExecutionEnvironment env;
   env.setMaxParallelism(2);
   env.fromSequence(1, 10).map(toPair).setParallelism(3).print();
-  EXPECT_THAT(resolveError(env), HasSubstr("operator 'Map': parallelism 3 is higher than its max parallelism 2"));
+  EXPECT_THAT(resolveError(env),
+              HasSubstr("operator 'Map': parallelism 3 is higher than its max parallelism 2"));
 }
 
 TEST(ResolveTest, NonParallelSourceDefaultsToParallelismOne) {

@@ -72,8 +72,9 @@ TEST(ConnectedConsumersTest, ForwardConnectsEachSubtaskToItsPeer) {
 }
 
 TEST(ConnectedConsumersTest, EveryNonPointwiseKindIsAllToAll) {
-  for (PartitionKind kind : {PartitionKind::kRebalance, PartitionKind::kHash, PartitionKind::kBroadcast,
-                             PartitionKind::kShuffle, PartitionKind::kGlobal, PartitionKind::kCustom}) {
+  for (PartitionKind kind :
+       {PartitionKind::kRebalance, PartitionKind::kHash, PartitionKind::kBroadcast,
+        PartitionKind::kShuffle, PartitionKind::kGlobal, PartitionKind::kCustom}) {
     for (int p = 1; p <= 6; ++p) {
       for (int c = 1; c <= 6; ++c) {
         for (int i = 0; i < p; ++i) {
@@ -210,17 +211,17 @@ TEST(ExecutionGraphTest, ChannelCountsPerEdgeKind) {
   env.setParallelism(4);
   auto mapped = env.fromSequence(1, 100).rescale().map(toPair).setParallelism(2);  // 0, 1
   mapped.filter([](const std::pair<int64_t, int64_t>& p) { return p.second > 0; })
-      .setParallelism(6)                                                         // 2
+      .setParallelism(6)  // 2
       .keyBy<0>()
       .sum(1)
-      .setParallelism(3)                                                         // 3
+      .setParallelism(3)  // 3
       .print()
-      .setParallelism(3);                                                        // 4
+      .setParallelism(3);  // 4
   mapped.rescale()
       .map([](const std::pair<int64_t, int64_t>& p) { return p.first; })
-      .setParallelism(5)                                                         // 5
+      .setParallelism(5)  // 5
       .print()
-      .setParallelism(5);                                                        // 6
+      .setParallelism(5);  // 6
   JobGraph jg = env.getJobGraph();
   ASSERT_EQ(jg.vertices.size(), 5u);
   ASSERT_EQ(jg.edges.size(), 4u);
@@ -249,7 +250,8 @@ TEST(ExecutionGraphTest, ChannelCountsPerEdgeKind) {
   // Every consumer subtask of the hash edge hears from all 6 producers, each
   // exactly once; each producer has one channel per consumer.
   std::vector<std::multiset<int>> fromProducers(3);
-  for (const auto& ch : eg.channels[2]) fromProducers[ch.consumerSubtask].insert(ch.producerSubtask);
+  for (const auto& ch : eg.channels[2])
+    fromProducers[ch.consumerSubtask].insert(ch.producerSubtask);
   for (int j = 0; j < 3; ++j) EXPECT_EQ(fromProducers[j], (std::multiset<int>{0, 1, 2, 3, 4, 5}));
   // Rescale 4 -> 2: consumer 0 reads producers 0,1 and consumer 1 reads 2,3,
   // each producer with a single channel (index 0).

@@ -2,6 +2,8 @@
 // elements. Every mail runs exactly once, on the thread that calls runAll(),
 // in the order each posting thread posted them; hasMail() tells the task
 // whether to look; post() wakes a task sleeping on its TaskWaker.
+#include "runtime/mailbox.h"
+
 #include <atomic>
 #include <chrono>
 #include <latch>
@@ -11,7 +13,6 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/mailbox.h"
 #include "runtime/task_waker.h"
 
 namespace {

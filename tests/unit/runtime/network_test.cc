@@ -59,8 +59,11 @@ const Bytes kEndOfPartition = {5};
 // The consumer side of one gate: a decoder per channel, everything decoded so
 // far per channel, and the raw contents of every buffer per channel.
 struct Consumer {
-  explicit Consumer(InputGate& g) : gate(g), decoders(g.numberOfChannels()),
-                                    elements(g.numberOfChannels()), buffers(g.numberOfChannels()) {}
+  explicit Consumer(InputGate& g)
+      : gate(g),
+        decoders(g.numberOfChannels()),
+        elements(g.numberOfChannels()),
+        buffers(g.numberOfChannels()) {}
 
   // Decodes every queued buffer; returns how many buffers it took.
   int drain() {
@@ -351,7 +354,8 @@ TEST(NetworkTest, BroadcastWatermarkStatusAndEndOfPartitionEncodings) {
     SCOPED_TRACE("channel " + std::to_string(c));
     ASSERT_EQ(consumer.buffers[c].size(), 1u);
     EXPECT_EQ(consumer.buffers[c][0], wire);
-    EXPECT_THAT(consumer.elements[c], ::testing::ElementsAre(wm1, wm2, idle, active, kEndOfPartition));
+    EXPECT_THAT(consumer.elements[c],
+                ::testing::ElementsAre(wm1, wm2, idle, active, kEndOfPartition));
     // Read back the way the task does.
     DataInputView in(consumer.elements[c][0].data(), consumer.elements[c][0].size());
     EXPECT_EQ(static_cast<ElementTag>(in.readU8()), ElementTag::kWatermark);

@@ -8,6 +8,8 @@
 // active, not ended, and its watermark has reached the last output (the
 // output only rises, and it is the minimum of the counted channels, so a
 // counted channel can never fall behind it).
+#include "runtime/watermark_valve.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <random>
@@ -17,8 +19,6 @@
 #include <gtest/gtest.h>
 
 #include <sluice/core/stream_element.h>
-
-#include "runtime/watermark_valve.h"
 
 namespace {
 
@@ -200,7 +200,8 @@ class Model {
     Ch& x = ch_[c];
     if (x.ended || x.idle) return "";
     x.idle = true;
-    bool anyActive = std::any_of(ch_.begin(), ch_.end(), [](const Ch& y) { return !y.ended && !y.idle; });
+    bool anyActive =
+        std::any_of(ch_.begin(), ch_.end(), [](const Ch& y) { return !y.ended && !y.idle; });
     if (anyActive) return advanceMin();
     std::string s;
     int64_t max = kMinTimestamp;
