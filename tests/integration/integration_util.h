@@ -1,0 +1,113 @@
+// Helpers shared by the integration suites: temporary directories, sinks that
+// collect into a buffer the test owns, a discarding sink, and resident memory.
+#pragma once
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sluice/sluice.h>
+
+namespace sluice::integration {
+
+// A fresh directory under the system temp dir, removed with everything in it
+// when the object goes away.
+class TempDir {
+ public:
+  explicit TempDir(const std::string& tag) {
+    static std::atomic<int> counter{0};
+    path_ = std::filesystem::temp_directory_path() /
+            ("sluice-integ-" + tag + "-" + std::to_string(::getpid()) + "-" +
+             std::to_string(counter.fetch_add(1)));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline std::vector<std::string> readLines(const std::string& file) {
+  std::ifstream in(file);
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(line);
+  return lines;
+}
+
+// Attaches a CollectSink to `stream` and returns the buffer it fills, so a job
+// with several sinks can be run with execute() and every output inspected.
+template <class T>
+std::shared_ptr<internal::CollectBuffer<T>> collectInto(const DataStream<T>& stream,
+                                                        const std::string& name = "Collect") {
+  auto buffer = std::make_shared<internal::CollectBuffer<T>>();
+  stream.sinkTo(CollectSink<T>(buffer), name);
+  return buffer;
+}
+
+// Drops every element.
+template <class T>
+class DiscardSink final : public Sink<T> {
+ public:
+  std::unique_ptr<SinkWriter<T>> createWriter(WriterInitContext&) const override {
+    return std::make_unique<Writer>();
+  }
+
+ private:
+  class Writer final : public SinkWriter<T> {
+   public:
+    void write(const T&, const SinkWriterContext&) override {}
+  };
+};
+
+template <class T>
+std::vector<T> sorted(std::vector<T> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// Resident set size of this process in bytes (/proc/self/statm).
+inline int64_t residentBytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return -1;
+  long size = 0;
+  long resident = 0;
+  int n = std::fscanf(f, "%ld %ld", &size, &resident);
+  std::fclose(f);
+  if (n != 2) return -1;
+  return static_cast<int64_t>(resident) * ::sysconf(_SC_PAGESIZE);
+}
+
+// Polls `done` until it returns true or `timeout` passes; returns its last
+// answer. Not a sleep to wait for a fixed time: it returns as soon as the
+// condition holds.
+template <class Pred>
+bool pollUntil(Pred done, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return done();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
+
+}  // namespace sluice::integration
