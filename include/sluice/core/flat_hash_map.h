@@ -10,6 +10,7 @@
 // K and V must be default-constructible and movable; K needs operator==.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>
