@@ -208,15 +208,16 @@ class NetworkOutput final : public Output<T> {
       : writer_(writer), selector_(std::move(selector)) {}
 
   void collect(const StreamRecord<T>& record) override {
-    scratch_.clear();
-    DataOutputView out(scratch_);
+    // Small records serialize into a fixed array; larger ones spill into the
+    // overflow vector, which keeps its capacity between records.
+    DataOutputView out(small_, sizeof small_, overflow_);
     writeRecordHeader(record, out);
     TypeSerializer<T>::serialize(record.value, out);
     int c = selector_->selectChannel(record);
     if (c < 0) {
-      writer_.broadcastEmit(scratch_.data(), scratch_.size());
+      writer_.broadcastEmit(out.data(), out.size());
     } else {
-      writer_.emit(c, scratch_.data(), scratch_.size());
+      writer_.emit(c, out.data(), out.size());
     }
   }
   void emitWatermark(Watermark watermark) override { writer_.broadcastWatermark(watermark); }
@@ -227,7 +228,8 @@ class NetworkOutput final : public Output<T> {
  private:
   RecordWriterBase& writer_;
   std::unique_ptr<ChannelSelector<T>> selector_;
-  std::vector<uint8_t> scratch_;
+  uint8_t small_[512];
+  std::vector<uint8_t> overflow_;
 };
 
 template <class T>

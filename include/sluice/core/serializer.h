@@ -79,11 +79,26 @@ class SerializationError : public SluiceException {
 };
 
 // Appends encoded values to a caller-owned buffer.
+//
+// Two modes. With a vector, every write appends to it, and the vector always
+// holds exactly what was written. With a raw range (the hot path: records
+// bound for the network), writes go to [data, data + capacity) with one
+// inlined bounds check each; if the range fills up, what was written moves to
+// the overflow vector and writing continues there. data()/size() give the
+// bytes written in either mode.
 class DataOutputView {
  public:
   explicit DataOutputView(std::vector<uint8_t>& buf) : buf_(&buf) {}
+  DataOutputView(uint8_t* data, size_t capacity, std::vector<uint8_t>& overflow)
+      : buf_(&overflow), begin_(data), cur_(data), end_(data + capacity) {}
 
-  void writeU8(uint8_t v) { buf_->push_back(v); }
+  void writeU8(uint8_t v) {
+    if (cur_ != end_) [[likely]] {
+      *cur_++ = v;
+    } else {
+      appendSlow(&v, 1);
+    }
+  }
   void writeI8(int8_t v) { writeU8(static_cast<uint8_t>(v)); }
   void writeBool(bool v) { writeU8(v ? 1 : 0); }
   void writeU16(uint16_t v) { writeFixed(v); }
@@ -104,13 +119,12 @@ class DataOutputView {
       v >>= 7;
     }
     bytes[n++] = static_cast<uint8_t>(v);
-    buf_->insert(buf_->end(), bytes, bytes + n);
+    append(bytes, n);
   }
 
   void writeBytes(const void* p, size_t n) {
     if (n == 0) return;
-    const auto* b = static_cast<const uint8_t*>(p);
-    buf_->insert(buf_->end(), b, b + n);
+    append(p, n);
   }
 
   // varuint byte length, then the bytes.
@@ -119,17 +133,39 @@ class DataOutputView {
     writeBytes(s.data(), s.size());
   }
 
-  // Bytes in the buffer, including any that were there before this view.
-  size_t size() const { return buf_->size(); }
+  // Bytes written: in vector mode the whole vector, including any bytes that
+  // were there before this view.
+  size_t size() const {
+    return begin_ != nullptr ? static_cast<size_t>(cur_ - begin_) : buf_->size();
+  }
+  const uint8_t* data() const { return begin_ != nullptr ? begin_ : buf_->data(); }
 
  private:
   template <class U>
   void writeFixed(U v) {
     static_assert(std::is_unsigned_v<U>);
     if constexpr (std::endian::native == std::endian::big) v = byteSwap(v);
-    uint8_t bytes[sizeof(U)];
-    std::memcpy(bytes, &v, sizeof(U));
-    buf_->insert(buf_->end(), bytes, bytes + sizeof(U));
+    append(&v, sizeof(U));
+  }
+
+  // `n` > 0.
+  void append(const void* p, size_t n) {
+    if (static_cast<size_t>(end_ - cur_) >= n) [[likely]] {
+      std::memcpy(cur_, p, n);
+      cur_ += n;
+    } else {
+      appendSlow(p, n);
+    }
+  }
+
+  void appendSlow(const void* p, size_t n) {
+    if (begin_ != nullptr) {
+      // The raw range is full: continue in the vector.
+      buf_->assign(begin_, cur_);
+      begin_ = cur_ = end_ = nullptr;
+    }
+    const auto* b = static_cast<const uint8_t*>(p);
+    buf_->insert(buf_->end(), b, b + n);
   }
 
   template <class U>
@@ -140,6 +176,9 @@ class DataOutputView {
   }
 
   std::vector<uint8_t>* buf_;
+  uint8_t* begin_ = nullptr;
+  uint8_t* cur_ = nullptr;
+  uint8_t* end_ = nullptr;
 };
 
 // Decodes values from a non-owned byte range, checking every read.

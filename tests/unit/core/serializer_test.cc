@@ -649,5 +649,39 @@ TEST(SerializerTest, RandomCorruptionNeverCrashes) {
   EXPECT_EQ(decoded + rejected, 3000);
 }
 
+// The raw-range mode used on the network path writes the same bytes as the
+// vector mode, stays in the range while it fits, and spills when it does not.
+TEST(DataOutputViewTest, RawRangeModeWritesTheSameBytesAndSpillsWhenFull) {
+  using Value = std::tuple<int64_t, std::string, std::vector<int32_t>>;
+  auto encodeToVector = [](const Value& v) {
+    std::vector<uint8_t> buf;
+    DataOutputView out(buf);
+    TypeSerializer<Value>::serialize(v, out);
+    return buf;
+  };
+  for (size_t len : {0u, 3u, 40u, 300u}) {
+    Value v{-7, std::string(len, 'x'), std::vector<int32_t>(len / 3, 42)};
+    const std::vector<uint8_t> expected = encodeToVector(v);
+    for (size_t capacity : {0u, 1u, 9u, 64u, 4096u}) {
+      std::vector<uint8_t> range(capacity + 1, 0xEE);  // +1: never zero-sized
+      std::vector<uint8_t> overflow;
+      DataOutputView out(range.data(), capacity, overflow);
+      TypeSerializer<Value>::serialize(v, out);
+      ASSERT_EQ(std::vector<uint8_t>(out.data(), out.data() + out.size()), expected)
+          << "len " << len << " capacity " << capacity;
+      if (expected.size() <= capacity) {
+        EXPECT_EQ(out.data(), range.data());
+        EXPECT_TRUE(overflow.empty());
+      } else {
+        EXPECT_EQ(out.data(), overflow.data());
+      }
+      Value back;
+      DataInputView in(out.data(), out.size());
+      TypeSerializer<Value>::deserialize(back, in);
+      EXPECT_EQ(back, v);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sluice
