@@ -19,6 +19,8 @@
 
 #include <sluice/sinks.h>
 
+#include "unit/api/fake_runtime_context.h"
+
 namespace {
 
 using namespace sluice;
@@ -31,25 +33,7 @@ struct Trade {
 };
 SLUICE_STRUCT(Trade, symbol, qty, price)
 
-class FakeRuntimeContext final : public RuntimeContext {
- public:
-  FakeRuntimeContext(int subtask, int parallelism) : subtask_(subtask), parallelism_(parallelism) {}
-  int getIndexOfThisSubtask() const override { return subtask_; }
-  int getNumberOfParallelSubtasks() const override { return parallelism_; }
-  int getMaxNumberOfParallelSubtasks() const override { return 128; }
-  int getAttemptNumber() const override { return 0; }
-  const std::string& getTaskName() const override { return name_; }
-  const std::string& getOperatorName() const override { return name_; }
-  const std::string& getTaskNameWithSubtasks() const override { return name_; }
-  const std::string& getJobName() const override { return name_; }
-  void addAccumulator(const std::string&, Accumulator*) override {}
-  Accumulator* getAccumulator(const std::string&) const override { return nullptr; }
-
- private:
-  int subtask_;
-  int parallelism_;
-  std::string name_ = "test";
-};
+using sluice::testing::FakeRuntimeContext;
 
 class FakeInitContext final : public WriterInitContext {
  public:
