@@ -626,15 +626,13 @@ class KeyedProcessOperator final : public OneInputOperator<IN, OUT> {
   TimestampedCollector<OUT> collector_;
 };
 
-// Hashes keys for an operator's own per-key table. Only this process sees
-// these hashes (key groups use javaHashCode), so strings take the faster
-// std::hash.
+// Hashes keys for an operator's own per-key table. FlatHashMap mixes the
+// result, so a 32-bit hash is enough; for short strings Java's hash is cheaper
+// than std::hash, and integers need no hashing at all.
 template <class K>
 struct KeyHasher {
   uint64_t operator()(const K& key) const {
-    if constexpr (std::is_same_v<K, std::string>) {
-      return std::hash<std::string_view>{}(key);
-    } else if constexpr (std::is_integral_v<K>) {
+    if constexpr (std::is_integral_v<K>) {
       return static_cast<uint64_t>(key);
     } else {
       return static_cast<uint32_t>(javaHashCode(key));
