@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include <sluice/sluice.h>
 
 namespace sluice::integration {
@@ -108,6 +110,40 @@ bool pollUntil(Pred done, std::chrono::milliseconds timeout) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   return true;
+}
+
+// SplitMix64: small, fast and fully deterministic test data.
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed) {}
+  uint64_t next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+  int between(int lo, int hi) {
+    return lo + static_cast<int>(next() % static_cast<uint64_t>(hi - lo + 1));
+  }
+  int64_t below(int64_t n) { return static_cast<int64_t>(next() % static_cast<uint64_t>(n)); }
+
+ private:
+  uint64_t state_;
+};
+
+// Cancels a running job and checks it ends CANCELED (not FAILED) within 5 s.
+inline void expectCancelledPromptly(JobClient& client) {
+  const auto cancelledAt = std::chrono::steady_clock::now();
+  client.cancel();
+  try {
+    client.getJobExecutionResult();
+    ADD_FAILURE() << "a cancelled job reported a result";
+  } catch (const JobExecutionException& e) {
+    EXPECT_EQ(e.getStatus(), JobStatus::kCanceled) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - cancelledAt, std::chrono::seconds(5));
+  EXPECT_EQ(client.getJobStatus(), JobStatus::kCanceled);
 }
 
 }  // namespace sluice::integration

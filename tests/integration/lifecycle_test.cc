@@ -74,19 +74,6 @@ TEST(LifecycleTest, CancelUnboundedJobWithNetworkEdges) {
   runAndCancel(env, "unbounded with network");
 }
 
-void expectCancelledPromptly(JobClient& client) {
-  const auto cancelledAt = Clock::now();
-  client.cancel();
-  try {
-    client.getJobExecutionResult();
-    ADD_FAILURE() << "a cancelled job reported a result";
-  } catch (const JobExecutionException& e) {
-    EXPECT_EQ(e.getStatus(), JobStatus::kCanceled) << e.what();
-  }
-  EXPECT_LT(Clock::now() - cancelledAt, std::chrono::seconds(5));
-  EXPECT_EQ(client.getJobStatus(), JobStatus::kCanceled);
-}
-
 // Cancelled while its tasks are still starting.
 TEST(LifecycleTest, CancelRightAfterStart) {
   StreamExecutionEnvironment env;

@@ -39,21 +39,6 @@ namespace {
 
 using ::testing::UnorderedElementsAreArray;
 
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
-  int64_t below(int64_t n) { return static_cast<int64_t>(next() % static_cast<uint64_t>(n)); }
-
- private:
-  uint64_t state_;
-};
-
 // --- stateless chains -------------------------------------------------------------
 
 TEST(OperatorsTest, MapFilterFlatMapChainMatchesReference) {

@@ -25,25 +25,6 @@ using WordCount = std::pair<std::string, int64_t>;
 constexpr int64_t kMinWords = 1'000'000;
 constexpr int kVocabulary = 3000;
 
-// SplitMix64: small, fast and fully deterministic.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
-  int between(int lo, int hi) {
-    return lo + static_cast<int>(next() % static_cast<uint64_t>(hi - lo + 1));
-  }
-
- private:
-  uint64_t state_;
-};
-
 struct Corpus {
   std::vector<std::string> lines;
   std::unordered_map<std::string, int64_t> counts;  // the reference
