@@ -14,6 +14,24 @@ bool isChainable(const StreamGraph& graph, const StreamEdge& edge) {
          down.chaining == ChainingStrategy::kAlways;
 }
 
+namespace {
+
+// Flink's chain names: "A -> B" along a chain, "A -> (B, C)" where it forks.
+std::string chainedName(const StreamGraph& graph, const std::vector<bool>& chained, int node) {
+  std::vector<std::string> next;
+  for (int e : graph.node(node).outEdges) {
+    if (chained[e]) next.push_back(chainedName(graph, chained, graph.edge(e).target));
+  }
+  const std::string& name = graph.node(node).name;
+  if (next.empty()) return name;
+  if (next.size() == 1) return name + " -> " + next.front();
+  std::string joined;
+  for (const auto& n : next) joined += (joined.empty() ? "" : ", ") + n;
+  return name + " -> (" + joined + ")";
+}
+
+}  // namespace
+
 JobGraph createJobGraph(const StreamGraph& graph) {
   JobGraph jg;
   jg.jobName = graph.jobName;
@@ -49,14 +67,7 @@ JobGraph createJobGraph(const StreamGraph& graph) {
       jg.vertices[vid].chain.push_back(n.id);
     }
   }
-  for (auto& v : jg.vertices) {
-    std::string name;
-    for (size_t i = 0; i < v.chain.size(); ++i) {
-      if (i) name += " -> ";
-      name += graph.node(v.chain[i]).name;
-    }
-    v.name = std::move(name);
-  }
+  for (auto& v : jg.vertices) v.name = chainedName(graph, jg.edgeChained, v.head());
   for (const auto& e : edges) {
     if (jg.edgeChained[e.id]) continue;
     JobEdge je;

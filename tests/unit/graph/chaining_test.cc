@@ -28,6 +28,7 @@ struct V {
   std::vector<std::string> chain;  // node names, head first
   int parallelism;
   std::string group = "default";
+  std::string name = "";  // the vertex name; empty: the chain joined by " -> "
 };
 
 // One expected job edge, by vertex index.
@@ -62,7 +63,7 @@ void expectJobGraph(const StreamExecutionEnvironment& env, const JobGraph& jg,
     SCOPED_TRACE("vertex " + std::to_string(i));
     EXPECT_EQ(v.id, static_cast<int>(i));
     EXPECT_EQ(chainNames(sg, v), vertices[i].chain);
-    EXPECT_EQ(v.name, joined(vertices[i].chain));
+    EXPECT_EQ(v.name, vertices[i].name.empty() ? joined(vertices[i].chain) : vertices[i].name);
     EXPECT_EQ(v.parallelism, vertices[i].parallelism);
     EXPECT_EQ(v.maxParallelism, 128);
     EXPECT_EQ(v.slotSharingGroup, vertices[i].group);
@@ -340,7 +341,11 @@ TEST(ChainingTest, SideOutputsAndFanOutChainAsATree) {
   expectJobGraph(env, jg,
                  {{{"Source: Sequence Source", "Process", "Filter", "Print to Std. Out", "Filter",
                     "Print to Std. Out", "Map", "Print to Std. Out"},
-                   3}},
+                   3,
+                   "default",
+                   // Flink names a forking chain "A -> (B, C)".
+                   "Source: Sequence Source -> Process -> (Filter -> Print to Std. Out, Filter -> "
+                   "Print to Std. Out, Map -> Print to Std. Out)"}},
                  {});
   ASSERT_EQ(jg.vertices.size(), 1u);
   EXPECT_THAT(jg.vertices[0].chain, ElementsAre(0, 1, 2, 3, 4, 5, 6, 7));
