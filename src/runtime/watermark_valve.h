@@ -4,7 +4,8 @@
 //   - the input's watermark is the minimum over active, aligned channels, and
 //     is forwarded only when it increases;
 //   - an idle channel is left out; when every channel is idle the input emits
-//     the highest channel watermark, then IDLE;
+//     IDLE, first flushing the highest channel watermark if the channel that
+//     went idle last was holding the output watermark (Flink's rule);
 //   - a channel that becomes active again counts only once its watermark has
 //     caught up with what was already forwarded, so nothing goes backwards;
 //   - an ended channel no longer holds the minimum back.
@@ -46,7 +47,7 @@ class WatermarkValve {
       c.idle = true;
       c.aligned = false;
       if (allIdle()) {
-        findAndOutputMax(out);
+        if (c.watermark == lastOutput_) findAndOutputMax(out);
         if (!outputIdle_) {
           outputIdle_ = true;
           out.status = true;

@@ -173,6 +173,21 @@ TEST(WatermarkValveTest, EndedChannelsDoNotHoldTheMinimumBack) {
   EXPECT_EQ(v.end(1), "") << "nothing left to take a minimum of";
 }
 
+// Flink flushes the highest watermark only when the channel that went idle
+// last was holding the output watermark; here it was behind (reactivated, not
+// caught up), so the output stays where it was.
+TEST(WatermarkValveTest, AllIdleFlushesOnlyWhenTheLastChannelHeldTheOutput) {
+  Valve v(3);
+  EXPECT_EQ(v.wm(0, 10), "");
+  EXPECT_EQ(v.wm(1, 5), "");
+  EXPECT_EQ(v.wm(2, 12), "wm=5");
+  EXPECT_EQ(v.idle(2), "");
+  EXPECT_EQ(v.idle(1), "wm=10");
+  EXPECT_EQ(v.active(1), "");
+  EXPECT_EQ(v.idle(0), "") << "channel 1 is active but behind: it holds nothing";
+  EXPECT_EQ(v.idle(1), "IDLE") << "channel 1 (at 5) did not hold the output (10): no flush to 12";
+}
+
 TEST(WatermarkValveTest, EndedChannelIsLeftOutWhenAllOthersGoIdle) {
   Valve v(3);
   EXPECT_EQ(v.wm(0, 5), "");
@@ -207,7 +222,7 @@ class Model {
     int64_t max = kMinTimestamp;
     for (const Ch& y : ch_)
       if (!y.ended) max = std::max(max, y.wm);
-    if (max > out_) {
+    if (x.wm == out_ && max > out_) {
       out_ = max;
       s = "wm=" + std::to_string(max);
     }
