@@ -4,5 +4,7 @@
 
 int main() {
   sluice::StreamExecutionEnvironment env;
-  env.fromSequence(1, 10).keyBy([](int64_t x) { return x % 2; }).reduce([](int64_t x) { return x; });
+  env.fromSequence(1, 10).keyBy([](int64_t x) { return x % 2; }).reduce([](int64_t x) {
+    return x;
+  });
 }
