@@ -96,7 +96,9 @@ JobExecutionResult executeState(const std::shared_ptr<EnvironmentState>& state,
                                 const std::string& jobName);
 }  // namespace internal
 
-// A handle to a job started with executeAsync().
+// A handle to a job started with executeAsync(). Copies share the job. When
+// the last copy is destroyed while the job still runs, the job is cancelled
+// and the destructor waits for it to stop (embedded mode has no detached jobs).
 class JobClient {
  public:
   explicit JobClient(std::shared_ptr<internal::JobHandle> handle) : handle_(std::move(handle)) {}

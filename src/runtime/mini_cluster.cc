@@ -173,32 +173,49 @@ std::shared_ptr<JobRun> JobRun::start(std::shared_ptr<const StreamGraph> graph,
 void JobRun::monitor() {
   Impl& im = *impl_;
   for (auto& t : im.threads) t.join();
-  for (auto& c : im.coordinators) c->close();
+  std::string coordinatorError;
+  for (auto& c : im.coordinators) {
+    try {
+      c->close();
+    } catch (...) {
+      if (coordinatorError.empty()) {
+        coordinatorError = "source enumerator close() failed: " + describeCurrentException();
+      }
+    }
+  }
   JobOutcome out;
   out.netRuntimeMs = std::chrono::duration_cast<std::chrono::milliseconds>(
                          std::chrono::steady_clock::now() - im.started)
                          .count();
   std::map<std::string, std::unique_ptr<Accumulator>> accs;
   std::string accumulatorError;
-  for (auto& r : im.results) {
-    out.numRecordsDropped += r.numRecordsDropped;
-    for (auto& [name, acc] : r.accumulators) {
-      auto it = accs.find(name);
-      if (it == accs.end()) {
-        accs.emplace(name, acc->clone());
-      } else if (it->second->getLocalValue().index() != acc->getLocalValue().index()) {
-        accumulatorError = fmt::format(
-            "accumulator '{}' is registered with different types in different operators", name);
-      } else {
-        it->second->merge(*acc);
+  bool anyCancelled = false;
+  try {
+    for (auto& r : im.results) {
+      anyCancelled |= r.cancelled;
+      out.numRecordsDropped += r.numRecordsDropped;
+      for (auto& [name, acc] : r.accumulators) {
+        auto it = accs.find(name);
+        if (it == accs.end()) {
+          accs.emplace(name, acc->clone());
+        } else if (it->second->getLocalValue().index() != acc->getLocalValue().index()) {
+          accumulatorError = fmt::format(
+              "accumulator '{}' is registered with different types in different operators", name);
+        } else {
+          it->second->merge(*acc);
+        }
       }
     }
+    for (auto& [name, acc] : accs) out.accumulators[name] = acc->getLocalValue();
+  } catch (...) {
+    accumulatorError = "merging accumulators failed: " + describeCurrentException();
   }
-  for (auto& [name, acc] : accs) out.accumulators[name] = acc->getLocalValue();
+  if (accumulatorError.empty()) accumulatorError = coordinatorError;
   if (im.failed || !accumulatorError.empty()) {
     out.state = JobState::kFailed;
     out.error = im.failed ? im.firstError : accumulatorError;
-  } else if (im.cancelRequested.load()) {
+  } else if (im.cancelRequested.load() && anyCancelled) {
+    // A cancel that came after every task had finished changes nothing.
     out.state = JobState::kCanceled;
   } else {
     out.state = JobState::kFinished;

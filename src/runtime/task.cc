@@ -102,8 +102,10 @@ void Task::cancel() {
 }
 
 void Task::postSplit(std::vector<uint8_t> split) {
+  pendingSplits_.fetch_add(1);
   mailbox_.post([this, s = std::move(split)]() mutable {
     // Runs on the task thread; the runner installed the source head.
+    pendingSplits_.fetch_sub(1);
     if (onSplits_) onSplits_({std::move(s)});
   });
 }
@@ -290,9 +292,11 @@ TaskResult Task::run() {
           flushDue(now, deadline);
           continue;
         }
-        auto deadline = TaskWaker::Clock::time_point::max();
-        flushDue(TaskWaker::Clock::now(), deadline);
-        waker_.waitUntil(deadline);
+        auto now = TaskWaker::Clock::now();
+        auto deadline = wakeupAt_;
+        flushDue(now, deadline);
+        if (deadline > now) waker_.waitUntil(deadline);
+        if (wakeupAt_ <= TaskWaker::Clock::now()) wakeupAt_ = TaskWaker::Clock::time_point::max();
       }
     }
 
@@ -309,9 +313,11 @@ TaskResult Task::run() {
   } catch (const TaskCancelledException&) {
     result.cancelled = true;
   } catch (const OperatorFailure& f) {
-    fail(f.operatorName(), f.what());
+    // After a cancel, user code may turn the cancellation into its own
+    // exception; that is still a cancel, not a failure.
+    if (!cancelled_.load()) fail(f.operatorName(), f.what());
   } catch (...) {
-    fail(current, describeCurrentException());
+    if (!cancelled_.load()) fail(current, describeCurrentException());
   }
   if (cancelled_.load()) result.cancelled = true;
 
@@ -319,25 +325,43 @@ TaskResult Task::run() {
     try {
       ops[i]->close();
     } catch (...) {
-      if (!result.failed) fail(graph_.node(vertex_.chain[i]).name, describeCurrentException());
-    }
-  }
-  for (size_t i = 0; i < n; ++i) {
-    if (!contexts[i]) continue;
-    result.numRecordsDropped += contexts[i]->dropped_;
-    for (auto& [name, acc] : contexts[i]->accumulators_) {
-      auto it = result.accumulators.find(name);
-      if (it == result.accumulators.end()) {
-        result.accumulators.emplace(name, acc->clone());
-      } else if (it->second->getLocalValue().index() != acc->getLocalValue().index()) {
-        if (!result.failed) {
-          fail(graph_.node(vertex_.chain[i]).name,
-               fmt::format("accumulator '{}' is registered with different types", name));
-        }
-      } else {
-        it->second->merge(*acc);
+      if (!result.failed && !cancelled_.load()) {
+        fail(graph_.node(vertex_.chain[i]).name, describeCurrentException());
       }
     }
+  }
+  // Accumulators are user types: their clone/merge may throw too.
+  size_t harvesting = 0;
+  try {
+    for (size_t i = 0; i < n; ++i) {
+      harvesting = i;
+      if (!contexts[i]) continue;
+      result.numRecordsDropped += contexts[i]->dropped_;
+      for (auto& [name, acc] : contexts[i]->accumulators_) {
+        auto it = result.accumulators.find(name);
+        if (it == result.accumulators.end()) {
+          result.accumulators.emplace(name, acc->clone());
+        } else if (it->second->getLocalValue().index() != acc->getLocalValue().index()) {
+          if (!result.failed) {
+            fail(graph_.node(vertex_.chain[i]).name,
+                 fmt::format("accumulator '{}' is registered with different types", name));
+          }
+        } else {
+          it->second->merge(*acc);
+        }
+      }
+    }
+  } catch (...) {
+    if (!result.failed) {
+      fail(graph_.node(vertex_.chain[harvesting]).name,
+           "accumulator: " + describeCurrentException());
+    }
+  }
+  if (!result.failed && !result.cancelled && pendingSplits_.load() > 0) {
+    // A split assigned after the reader had ended would be lost silently.
+    fail(graph_.node(vertex_.head()).name,
+         fmt::format("{} split(s) were assigned after the source reader had finished",
+                     pendingSplits_.load()));
   }
   onSplits_ = nullptr;
   onNoMoreSplits_ = nullptr;

@@ -91,6 +91,7 @@ class Task {
   std::map<int, std::unique_ptr<RecordWriter>> writers_;  // by stream edge id
   SourceCoordinatorLink* coordinator_ = nullptr;
   std::atomic<bool> cancelled_{false};
+  std::atomic<int> pendingSplits_{0};  // assigned, not yet delivered to the reader
   TaskWaker::Clock::time_point wakeupAt_ = TaskWaker::Clock::time_point::max();
   // Installed by run() while a source head is alive; called from mails.
   std::function<void(std::vector<std::vector<uint8_t>>)> onSplits_;

@@ -74,6 +74,29 @@ TEST(LifecycleTest, CancelUnboundedJobWithNetworkEdges) {
   runAndCancel(env, "unbounded with network");
 }
 
+// User code that wraps every exception, including the one that unwinds a task
+// cancelled while it waits for a network buffer, must not turn the cancel into
+// a failure.
+TEST(LifecycleTest, CancelIsNotAFailureWhenUserCodeWrapsEveryException) {
+  StreamExecutionEnvironment env;
+  env.fromGenerator([](int64_t i) { return i; }, kUnboundedCount)
+      .flatMap([](const int64_t& v, Collector<int64_t>& out) {
+        countRecord(v);
+        try {
+          out.collect(v);
+        } catch (const std::exception& e) {
+          throw std::runtime_error(std::string("wrapped: ") + e.what());
+        }
+      })
+      .rebalance()
+      .map([](const int64_t& v) {
+        std::this_thread::sleep_for(std::chrono::microseconds(20));  // a slow consumer
+        return v;
+      })
+      .sinkTo(DiscardSink<int64_t>());
+  runAndCancel(env, "wrapping user code");
+}
+
 // Cancelled while its tasks are still starting.
 TEST(LifecycleTest, CancelRightAfterStart) {
   StreamExecutionEnvironment env;
