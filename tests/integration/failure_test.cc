@@ -8,6 +8,8 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -225,6 +227,129 @@ TEST(FailureTest, CustomPartitionerOutOfRangeFailsTheJob) {
 }
 
 // --- invalid jobs are rejected while they are built ------------------------------
+
+// --- guards against misbehaving user sources and accumulators ----------------
+
+using LateSplit = std::tuple<int64_t>;
+
+// A source whose enumerator answers the first split request with "no more
+// splits" and every later one with a split; `lateRequest` makes the reader ask
+// again just before it ends, so that split arrives after the reader finished.
+class ScriptedSource final : public Source<int64_t, LateSplit> {
+ public:
+  ScriptedSource(bool lateRequest, bool throwOnEnumeratorClose)
+      : lateRequest_(lateRequest), throwOnClose_(throwOnEnumeratorClose) {}
+  Boundedness getBoundedness() const override { return Boundedness::kBounded; }
+
+  std::unique_ptr<SplitEnumerator<LateSplit>> createEnumerator(
+      SplitEnumeratorContext<LateSplit>& context) const override {
+    return std::make_unique<Enumerator>(context, throwOnClose_);
+  }
+  std::unique_ptr<SourceReader<int64_t, LateSplit>> createReader(
+      SourceReaderContext& context) const override {
+    return std::make_unique<Reader>(context, lateRequest_);
+  }
+
+ private:
+  class Enumerator final : public SplitEnumerator<LateSplit> {
+   public:
+    Enumerator(SplitEnumeratorContext<LateSplit>& context, bool throwOnClose)
+        : context_(context), throwOnClose_(throwOnClose) {}
+    void handleSplitRequest(int subtask) override {
+      if (requests_++ == 0) {
+        context_.signalNoMoreSplits(subtask);
+      } else {
+        context_.assignSplit(LateSplit{7}, subtask);
+      }
+    }
+    void addSplitsBack(std::vector<LateSplit>, int) override {}
+    void addReader(int) override {}
+    void close() override {
+      if (throwOnClose_) throw std::runtime_error("enumerator close exploded");
+    }
+
+   private:
+    SplitEnumeratorContext<LateSplit>& context_;
+    bool throwOnClose_;
+    int requests_ = 0;
+  };
+
+  class Reader final : public SourceReader<int64_t, LateSplit> {
+   public:
+    Reader(SourceReaderContext& context, bool lateRequest)
+        : context_(context), lateRequest_(lateRequest) {}
+    void start() override { context_.sendSplitRequest(); }
+    InputStatus pollNext(ReaderOutput<int64_t>&) override {
+      if (!noMoreSplits_) return InputStatus::kNothingAvailable;
+      if (lateRequest_) context_.sendSplitRequest();
+      return InputStatus::kEndOfInput;
+    }
+    void addSplits(std::vector<LateSplit>) override {}
+    void notifyNoMoreSplits() override { noMoreSplits_ = true; }
+    std::vector<LateSplit> snapshotState(int64_t) override { return {}; }
+
+   private:
+    SourceReaderContext& context_;
+    bool lateRequest_;
+    bool noMoreSplits_ = false;
+  };
+
+  bool lateRequest_;
+  bool throwOnClose_;
+};
+
+TEST(FailureTest, ASplitAssignedAfterTheReaderEndedFailsInsteadOfVanishing) {
+  StreamExecutionEnvironment env;
+  env.fromSource(ScriptedSource(true, false), "Scripted").sinkTo(DiscardSink<int64_t>());
+  JobExecutionException e = executeExpectingFailure(env, "late split");
+  EXPECT_THAT(e.what(), HasSubstr("Source: Scripted"));
+  EXPECT_THAT(e.what(), HasSubstr("1 split(s) were assigned after the source reader had finished"));
+}
+
+TEST(FailureTest, ScriptedSourceWithoutALateSplitFinishes) {
+  // The control case for the test above: the same source, no late request.
+  StreamExecutionEnvironment env;
+  env.fromSource(ScriptedSource(false, false), "Scripted").sinkTo(DiscardSink<int64_t>());
+  EXPECT_NO_THROW(env.execute("no late split"));
+}
+
+TEST(FailureTest, ThrowingEnumeratorCloseFailsTheJobInsteadOfTheProcess) {
+  StreamExecutionEnvironment env;
+  env.fromSource(ScriptedSource(false, true), "Scripted").sinkTo(DiscardSink<int64_t>());
+  JobExecutionException e = executeExpectingFailure(env, "enumerator close");
+  EXPECT_EQ(e.getStatus(), JobStatus::kFailed);
+  EXPECT_THAT(e.what(), HasSubstr("source enumerator close() failed"));
+  EXPECT_THAT(e.what(), HasSubstr("enumerator close exploded"));
+}
+
+class UncopyableAccumulator final : public Accumulator {
+ public:
+  Value getLocalValue() const override { return int64_t{0}; }
+  void merge(const Accumulator&) override {}
+  std::unique_ptr<Accumulator> clone() const override {
+    throw std::runtime_error("clone exploded");
+  }
+};
+
+class RegistersUncopyable final : public RichMapFunction<int64_t, int64_t> {
+ public:
+  void open() override { getRuntimeContext().addAccumulator("bad", &accumulator_); }
+  int64_t map(const int64_t& v) override { return v; }
+
+ private:
+  UncopyableAccumulator accumulator_;
+};
+
+TEST(FailureTest, ThrowingAccumulatorFailsTheJobInsteadOfTheProcess) {
+  StreamExecutionEnvironment env;
+  env.fromSequence(1, 10)
+      .map(RegistersUncopyable{})
+      .name("Counting")
+      .sinkTo(DiscardSink<int64_t>());
+  JobExecutionException e = executeExpectingFailure(env, "accumulator");
+  EXPECT_THAT(e.what(), HasSubstr("operator 'Counting'"));
+  EXPECT_THAT(e.what(), HasSubstr("clone exploded"));
+}
 
 TEST(InvalidJobTest, ParallelismZeroIsRejected) {
   StreamExecutionEnvironment env;
