@@ -116,7 +116,7 @@ constexpr bool kComparable = requires(const V& a, const V& b) {
   { a < b } -> std::convertible_to<bool>;
 };
 
-// A reduce function (acc, in) -> acc' aggregating the field at a runtime
+// An in-place reducer (see apply) aggregating the field at a runtime
 // position; the position's field is found through a table built at compile
 // time, so the per-record cost is one indirect call.
 template <class T>
@@ -144,11 +144,6 @@ class PositionAggregator {
     }
   }
 
-  T operator()(const T& acc, const T& in) const {
-    T result = acc;
-    if (apply_(kind_, result, in)) return in;
-    return result;
-  }
   // In place: updates `acc`, or returns true when `in` replaces it (minBy/maxBy).
   bool apply(T& acc, const T& in) const { return apply_(kind_, acc, in); }
 
@@ -182,11 +177,6 @@ class MemberAggregator {
     if (kind == AggregationKind::kSum && !kSummable<V>) {
       throw SluiceException("sum(member): the member is not a number");
     }
-  }
-  T operator()(const T& acc, const T& in) const {
-    T result = acc;
-    if (aggregateField<V>(kind_, result.*member_, in.*member_)) return in;
-    return result;
   }
   bool apply(T& acc, const T& in) const {
     return aggregateField<V>(kind_, acc.*member_, in.*member_);
