@@ -5,7 +5,10 @@
 // position taken from the top bits of a Fibonacci-mixed hash, so a lookup is
 // one multiply and usually one cache line; no node allocation, no division.
 // Capacity is a power of two and the map grows at 7/8 load. Pointers returned
-// by tryEmplace/find are valid until the next insertion. Not thread-safe.
+// by tryEmplace/find are valid until the next insertion or erase. erase()
+// shifts the following entries of the probe run back (no tombstones), so
+// lookups stay as short after deletions as before. Copying copies every slot.
+// Not thread-safe.
 //
 // K and V must be default-constructible and movable; K needs operator==.
 #pragma once
@@ -61,11 +64,51 @@ class FlatHashMap {
     }
   }
 
+  template <class Key>
+  const Slot* find(const Key& key) const {
+    return const_cast<FlatHashMap*>(this)->find(key);
+  }
+
+  // Removes `key`; returns whether it was present. Moves later entries of
+  // the probe run back into the hole (backward-shift deletion).
+  template <class Key>
+  bool erase(const Key& key) {
+    uint64_t h = mix(hash_(key));
+    uint8_t tag = tagOf(h);
+    size_t i = h >> shift_;
+    for (;; i = (i + 1) & mask_) {
+      uint8_t c = ctrl_[i];
+      if (c == 0) return false;
+      if (c == tag && slots_[i].key == key) break;
+    }
+    size_t hole = i;
+    for (size_t j = (i + 1) & mask_; ctrl_[j] != 0; j = (j + 1) & mask_) {
+      size_t home = mix(hash_(slots_[j].key)) >> shift_;
+      // The entry at j may fill the hole when the hole lies on its probe
+      // path, i.e. within [home, j) cyclically.
+      if (((j - home) & mask_) >= ((j - hole) & mask_)) {
+        ctrl_[hole] = ctrl_[j];
+        slots_[hole] = std::move(slots_[j]);
+        hole = j;
+      }
+    }
+    ctrl_[hole] = 0;
+    slots_[hole] = Slot{};
+    --size_;
+    return true;
+  }
+
   size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
   size_t capacity() const { return mask_ + 1; }
 
   template <class F>
   void forEach(F&& f) {
+    for (size_t i = 0; i < capacity(); ++i)
+      if (ctrl_[i] != 0) f(slots_[i].key, slots_[i].value);
+  }
+  template <class F>
+  void forEach(F&& f) const {
     for (size_t i = 0; i < capacity(); ++i)
       if (ctrl_[i] != 0) f(slots_[i].key, slots_[i].value);
   }

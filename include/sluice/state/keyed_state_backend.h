@@ -1,0 +1,184 @@
+// KeyedStateBackend: the keyed state of one operator in one subtask.
+//
+// The backend does not know the key type. The keyed operator serializes each
+// element's key once (TypeSerializer<K>) and passes the bytes and the key
+// group to setCurrentKey(); every state then addresses its entry by those
+// bytes plus the serialized namespace. This keeps one implementation per
+// backend for all key types, makes snapshots canonical for free, and lets
+// RocksDB use the bytes as they are: [key group, 2 bytes big-endian | key |
+// namespace], so a key-group range is one contiguous scan.
+//
+// Two implementations: HashMapKeyedStateBackend (heap tables per key group,
+// copy-on-write for asynchronous snapshots, heap_state.h) and
+// RocksDbKeyedStateBackend (one column family per state, rocksdb_state.h).
+// createKeyedStateBackend() picks one from `state.backend.type`.
+//
+// Threading: task thread only, except that the KeyedStateSnapshot returned
+// by snapshot() may be written on any thread while the task goes on.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <iosfwd>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <typeinfo>
+#include <vector>
+
+#include <sluice/core/clock.h>
+#include <sluice/core/key_hash.h>
+#include <sluice/state/snapshot.h>
+#include <sluice/state/state.h>
+
+namespace sluice {
+
+enum class StateBackendType : uint8_t { kHashMap, kRocksDb };
+
+// "hashmap" or "rocksdb" (case-insensitive); anything else throws a
+// SluiceException (there is no ConfigException) naming `state.backend.type`,
+// the value and the accepted values.
+StateBackendType parseStateBackendType(std::string_view text);
+const char* stateBackendTypeName(StateBackendType type);
+
+// Shared by the RocksDB backends of one slot: one block cache and one write
+// buffer manager sized from the slot's managed memory. Opaque here.
+class RocksDbSharedResources;
+std::shared_ptr<RocksDbSharedResources> createRocksDbSharedResources(
+    int64_t managedMemoryBytes, double writeBufferRatio = 0.5, double highPriorityPoolRatio = 0.1);
+
+struct KeyedBackendParams {
+  // For error messages and the RocksDB working directory name.
+  std::string operatorName = "operator";
+  int32_t subtaskIndex = 0;
+  int32_t maxParallelism = 128;
+  KeyGroupRange keyGroupRange{0, 127};
+  // The key type's schema (TypeSerializer<K>::schema()), stored with
+  // snapshots and checked on restore.
+  std::string keySchema;
+  // How many bytes the serialized key at the start of `data` takes.
+  std::function<size_t(const uint8_t* data, size_t size)> keyLength;
+  // Time for TTL. Never null; the caller keeps it alive.
+  const Clock* clock = &SystemClock::instance();
+
+  // RocksDB only. The backend works in a fresh directory under `localDir`
+  // and removes it in dispose(). With `sharedResources` it charges its
+  // block cache and memtables to them, otherwise to its own budget of
+  // `managedMemoryBytes`.
+  std::string localDir;
+  int64_t managedMemoryBytes = 64ll << 20;
+  std::shared_ptr<RocksDbSharedResources> sharedResources;
+};
+
+class KeyedStateSnapshot {
+ public:
+  virtual ~KeyedStateSnapshot() = default;
+  // Writes the canonical snapshot of the backend as it was when snapshot()
+  // returned. May run on any thread, once.
+  virtual KeyedSnapshotInfo writeTo(std::ostream& out) = 0;
+};
+
+class KeyedStateBackend {
+ public:
+  explicit KeyedStateBackend(KeyedBackendParams params);
+  virtual ~KeyedStateBackend();
+  KeyedStateBackend(const KeyedStateBackend&) = delete;
+  KeyedStateBackend& operator=(const KeyedStateBackend&) = delete;
+
+  virtual StateBackendType type() const = 0;
+  const KeyedBackendParams& params() const { return params_; }
+  const KeyGroupRange& keyGroupRange() const { return params_.keyGroupRange; }
+  const Clock& clock() const { return *params_.clock; }
+
+  // The key the next state accesses are for. `keyGroup` must be in this
+  // backend's range.
+  void setCurrentKey(const uint8_t* keyBytes, size_t size, int32_t keyGroup) {
+    if (!params_.keyGroupRange.contains(keyGroup)) [[unlikely]]
+      failKeyGroup(keyGroup);
+    currentKey_.resize(2 + size);
+    currentKey_[0] = static_cast<char>((keyGroup >> 8) & 0xFF);
+    currentKey_[1] = static_cast<char>(keyGroup & 0xFF);
+    if (size != 0) std::memcpy(currentKey_.data() + 2, keyBytes, size);
+    currentKeyGroup_ = keyGroup;
+  }
+  // The current key's serialized bytes.
+  std::string_view currentKey() const {
+    return currentKey_.empty() ? std::string_view() : std::string_view(currentKey_).substr(2);
+  }
+  // [key group (2 bytes, big-endian) | serialized key].
+  std::string_view currentKeyWithGroup() const { return currentKey_; }
+  int32_t currentKeyGroup() const { return currentKeyGroup_; }
+
+  // Synchronous part of a full snapshot (short); the result writes the
+  // canonical format later, on any thread, while processing continues.
+  virtual std::unique_ptr<KeyedStateSnapshot> snapshot() = 0;
+
+  // Loads the entries of this backend's key groups from `snapshots` (any
+  // subset or superset of key groups each; entries outside the range are
+  // skipped). Call before any state is registered. Throws when a snapshot's
+  // key schema differs from this backend's, naming both.
+  virtual void restore(const std::vector<const CanonicalSnapshotReader*>& snapshots) = 0;
+
+  // Calls `fn` once for every key that has an entry in state `stateName`
+  // (any namespace), with its serialized bytes and key group. The set of
+  // keys is fixed when the call starts; `fn` may access and clear state of
+  // the key it is given.
+  virtual void forEachKey(
+      const std::string& stateName,
+      const std::function<void(std::string_view key, int32_t keyGroup)>& fn) = 0;
+
+  // Releases everything (RocksDB: closes the database and removes its
+  // directory). Idempotent; the destructor calls it.
+  virtual void dispose() = 0;
+
+  // Names of the states registered or restored so far.
+  std::vector<std::string> stateNames() const;
+
+  // --- used by keyed_state.h ------------------------------------------------
+
+  // Before a state is created: checks `meta` against the state of the same
+  // name restored from a snapshot, if any, and remembers it. Throws
+  // StateMigrationException naming the state and both schemas when they
+  // differ.
+  void registerStateMeta(const StateMetaInfo& meta);
+  const StateMetaInfo* registeredMeta(const std::string& name) const;
+
+  // The user-level state objects, one per name (see keyed_state.h).
+  struct StateHolderBase {
+    virtual ~StateHolderBase() = default;
+    const std::type_info* type = nullptr;
+    std::string typeName;
+  };
+  std::map<std::string, std::unique_ptr<StateHolderBase>>& stateObjects() { return stateObjects_; }
+
+ protected:
+  // Meta of states found in restored snapshots, by name.
+  std::map<std::string, StateMetaInfo> restoredMeta_;
+  // Meta of states registered since; restoredMeta_ entries not registered yet
+  // are still part of every snapshot.
+  std::map<std::string, StateMetaInfo> registeredMeta_;
+  // Checks a snapshot's key schema and max parallelism against this backend.
+  void checkSnapshotCompatible(const CanonicalSnapshotReader& snapshot) const;
+
+ private:
+  [[noreturn]] void failKeyGroup(int32_t keyGroup) const;
+
+  KeyedBackendParams params_;
+  std::string currentKey_;
+  int32_t currentKeyGroup_ = -1;
+  std::map<std::string, std::unique_ptr<StateHolderBase>> stateObjects_;
+};
+
+// Thrown when restored state cannot be read with the registering descriptor.
+class StateMigrationException : public SluiceException {
+ public:
+  using SluiceException::SluiceException;
+};
+
+// Creates the backend `type` names.
+std::unique_ptr<KeyedStateBackend> createKeyedStateBackend(StateBackendType type,
+                                                           KeyedBackendParams params);
+
+}  // namespace sluice

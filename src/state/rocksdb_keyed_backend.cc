@@ -1,0 +1,977 @@
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include <rocksdb/db.h>
+#include <rocksdb/iterator.h>
+#include <rocksdb/snapshot.h>
+#include <rocksdb/sst_file_reader.h>
+#include <rocksdb/table.h>
+#include <rocksdb/table_properties.h>
+#include <rocksdb/unique_id.h>
+#include <rocksdb/utilities/checkpoint.h>
+#include <rocksdb/write_batch.h>
+
+#include <sluice/state/rocksdb_state.h>
+
+#include "core/logging.h"
+#include "state/rocksdb_util.h"
+
+namespace sluice {
+
+namespace fs = std::filesystem;
+using rocksdbutil::check;
+using rocksdbutil::keyGroupOf;
+using rocksdbutil::keyGroupPrefix;
+using rocksdbutil::slice;
+using rocksdbutil::view;
+
+namespace {
+
+// Restores and prefix removals write in batches of about this many bytes.
+constexpr size_t kWriteBatchBytes = 4 << 20;
+
+// Bounds of every stored key: key groups are below 2^15.
+const std::string kBeginOfKeys;
+const std::string kEndOfKeys("\xff\xff", 2);
+
+constexpr char kMetaMagic[8] = {'S', 'L', 'U', 'I', 'C', 'E', 'I', 'S'};
+constexpr uint32_t kMetaVersion = 1;
+
+// A directory removed when the last of its owners lets go.
+class OwnedDirectory {
+ public:
+  explicit OwnedDirectory(std::string path) : path_(std::move(path)) {}
+  ~OwnedDirectory() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+    if (ec) log::warn("cannot remove RocksDB directory '{}': {}", path_, ec.message());
+  }
+  OwnedDirectory(const OwnedDirectory&) = delete;
+  OwnedDirectory& operator=(const OwnedDirectory&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string sanitizeForPath(std::string_view text) {
+  std::string out;
+  for (char c : text.substr(0, 48)) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_' || c == '.';
+    out.push_back(ok ? c : '_');
+  }
+  return out.empty() ? "operator" : out;
+}
+
+std::string randomHex() {
+  std::random_device rd;
+  const uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 0; i < 16; ++i) out[i] = kDigits[(v >> (60 - 4 * i)) & 0xF];
+  return out;
+}
+
+std::string fsError(const std::string& what, const fs::path& path, const std::error_code& ec) {
+  return what + " '" + path.string() + "': " + ec.message();
+}
+
+bool covers(const KeyGroupRange& outer, const KeyGroupRange& inner) {
+  return inner.numberOfKeyGroups() == 0 ||
+         (outer.startKeyGroup <= inner.startKeyGroup && inner.endKeyGroup <= outer.endKeyGroup);
+}
+
+KeyGroupRange intersect(const KeyGroupRange& a, const KeyGroupRange& b) {
+  return {std::max(a.startKeyGroup, b.startKeyGroup), std::min(a.endKeyGroup, b.endKeyGroup)};
+}
+
+std::string rangeText(const KeyGroupRange& r) {
+  return "[" + std::to_string(r.startKeyGroup) + ", " + std::to_string(r.endKeyGroup) + "]";
+}
+
+// RocksDB's unique id of an SST file, read from its properties block.
+std::string sstUniqueId(const std::string& path) {
+  rocksdb::Options options;
+  rocksdb::BlockBasedTableOptions table;
+  table.no_block_cache = true;
+  options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  rocksdb::SstFileReader reader(options);
+  check(reader.Open(path), "SstFileReader::Open", "file '" + path + "'");
+  const std::shared_ptr<const rocksdb::TableProperties> props = reader.GetTableProperties();
+  if (props == nullptr) throw SluiceException("RocksDB SST file '" + path + "' has no properties");
+  std::string id;
+  check(rocksdb::GetUniqueIdFromTableProperties(*props, &id), "GetUniqueIdFromTableProperties",
+        "file '" + path + "'");
+  return rocksdb::UniqueIdToHumanString(id);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Shared pieces
+
+namespace {
+
+// An open database and its column family handles. Shared by the backend,
+// snapshots being written and prefix iterators; when the last one lets go it
+// closes the database, then removes its directory (and, through `workDir`,
+// the working directory once nothing else uses it).
+struct Database {
+  std::shared_ptr<RocksDbSharedResources> resources;
+  std::shared_ptr<OwnedDirectory> workDir;
+  std::unique_ptr<OwnedDirectory> dir;
+  std::unique_ptr<rocksdb::DB> db;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+
+  Database() = default;
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+  ~Database() {
+    if (db == nullptr) return;
+    for (rocksdb::ColumnFamilyHandle* h : handles) {
+      const rocksdb::Status s = db->DestroyColumnFamilyHandle(h);
+      if (!s.ok()) log::warn("RocksDB DestroyColumnFamilyHandle failed: {}", s.ToString());
+    }
+    const rocksdb::Status s = db->Close();
+    if (!s.ok()) {
+      log::warn("RocksDB Close of '{}' failed: {}", dir ? dir->path() : "?", s.ToString());
+    }
+    db.reset();
+  }
+};
+
+}  // namespace
+
+struct RocksDbKeyedStateBackend::ColumnFamily {
+  std::string name;
+  rocksdb::ColumnFamilyHandle* handle = nullptr;  // owned by the Database
+  std::shared_ptr<rocksdbutil::TtlFilterConfig> ttl;
+  // Whether a state (registered or restored) lives here; "default" may not.
+  bool isState = false;
+  StateMetaInfo meta;
+  std::string what;  // "state 'x' of operator 'y' (subtask 0)", for errors
+};
+
+struct RocksDbKeyedStateBackend::Impl {
+  std::string description;  // "operator 'y' (subtask 0)"
+  std::shared_ptr<RocksDbSharedResources> resources;
+  std::string workDirPath;
+  std::shared_ptr<OwnedDirectory> workDir;
+  std::shared_ptr<Database> database;  // null once disposed
+  int32_t generation = 0;              // numbers the database directories
+  // Every column family of the open database, by name.
+  std::map<std::string, std::unique_ptr<ColumnFamily>> columnFamilies;
+  rocksdb::WriteOptions writeOptions;
+  rocksdb::ReadOptions readOptions;
+
+  rocksdb::DB* db() const {
+    if (database == nullptr) [[unlikely]] {
+      throw SluiceException("the RocksDB keyed state backend of " + description +
+                            " was used after dispose()");
+    }
+    return database->db.get();
+  }
+  std::string stateWhat(const std::string& name) const {
+    return "state '" + name + "' of " + description;
+  }
+};
+
+struct RocksDbKeyedStateBackend::PrefixIterator::Impl {
+  std::shared_ptr<Database> database;
+  std::string upper;
+  rocksdb::Slice upperSlice;
+  std::unique_ptr<rocksdb::Iterator> it;
+  const std::string* what = nullptr;
+
+  void checkStatus() const {
+    if (!it->Valid()) check(it->status(), "iteration", *what);
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Life cycle
+
+namespace {
+
+using ColumnFamilyMap =
+    std::map<std::string, std::unique_ptr<RocksDbKeyedStateBackend::ColumnFamily>>;
+
+// Opens (creating if needed) the database in `path`, which it owns from now
+// on, with its column families, each with its TTL config from `metas` (none
+// for other names), and puts them into `cfsOut`.
+std::shared_ptr<Database> openDatabase(const std::string& path, bool existing,
+                                       const std::map<std::string, StateMetaInfo>& metas,
+                                       const std::shared_ptr<RocksDbSharedResources>& resources,
+                                       const std::shared_ptr<OwnedDirectory>& workDir,
+                                       const Clock* clock, const std::string& description,
+                                       ColumnFamilyMap& cfsOut) {
+  const rocksdb::DBOptions dbOptions = rocksdbutil::makeDbOptions(*resources, true);
+  std::vector<std::string> names;
+  if (existing) {
+    check(rocksdb::DB::ListColumnFamilies(dbOptions, path, &names), "ListColumnFamilies",
+          "directory '" + path + "' of " + description);
+  } else {
+    names.push_back(rocksdb::kDefaultColumnFamilyName);
+  }
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  std::vector<std::shared_ptr<rocksdbutil::TtlFilterConfig>> configs;
+  for (const std::string& name : names) {
+    auto it = metas.find(name);
+    StateMetaInfo meta;
+    if (it != metas.end()) {
+      meta = it->second;
+    } else {
+      meta.name = name;
+    }
+    configs.push_back(std::make_shared<rocksdbutil::TtlFilterConfig>(meta, clock));
+    descriptors.emplace_back(name,
+                             rocksdbutil::makeColumnFamilyOptions(*resources, configs.back()));
+  }
+
+  auto database = std::make_shared<Database>();
+  database->resources = resources;
+  database->workDir = workDir;
+  database->dir = std::make_unique<OwnedDirectory>(path);
+  rocksdb::DB* raw = nullptr;
+  const rocksdb::Status s =
+      rocksdb::DB::Open(dbOptions, path, descriptors, &database->handles, &raw);
+  database->db.reset(raw);
+  check(s, "Open", "directory '" + path + "' of " + description);
+
+  cfsOut.clear();
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto cf = std::make_unique<RocksDbKeyedStateBackend::ColumnFamily>();
+    cf->name = names[i];
+    cf->handle = database->handles[i];
+    cf->ttl = configs[i];
+    auto it = metas.find(names[i]);
+    cf->isState = it != metas.end();
+    if (cf->isState) cf->meta = it->second;
+    cf->what = "state '" + names[i] + "' of " + description;
+    cfsOut.emplace(names[i], std::move(cf));
+  }
+  return database;
+}
+
+}  // namespace
+
+RocksDbKeyedStateBackend::RocksDbKeyedStateBackend(KeyedBackendParams params)
+    : KeyedStateBackend(std::move(params)), impl_(std::make_unique<Impl>()) {
+  const KeyedBackendParams& p = this->params();
+  impl_->description =
+      "operator '" + p.operatorName + "' (subtask " + std::to_string(p.subtaskIndex) + ")";
+  const KeyGroupRange& range = p.keyGroupRange;
+  if (range.numberOfKeyGroups() > 0 &&
+      (range.startKeyGroup < 0 || range.endKeyGroup >= p.maxParallelism ||
+       p.maxParallelism > kUpperBoundMaxParallelism)) {
+    throw SluiceException("RocksDB backend of " + impl_->description + ": key-group range " +
+                          rangeText(range) + " does not fit max parallelism " +
+                          std::to_string(p.maxParallelism));
+  }
+  impl_->resources = p.sharedResources != nullptr
+                         ? p.sharedResources
+                         : createRocksDbSharedResources(p.managedMemoryBytes);
+  impl_->writeOptions.disableWAL = true;
+
+  std::error_code ec;
+  const fs::path base = p.localDir.empty() ? fs::temp_directory_path() : fs::path(p.localDir);
+  fs::create_directories(base, ec);
+  if (ec) throw SluiceException(fsError("cannot create the RocksDB local directory", base, ec));
+  const std::string prefix = "sluice-rocksdb-" + sanitizeForPath(p.operatorName) + "-" +
+                             std::to_string(p.subtaskIndex) + "-";
+  for (int attempt = 0;; ++attempt) {
+    const fs::path candidate = base / (prefix + randomHex());
+    if (fs::create_directory(candidate, ec)) {
+      impl_->workDirPath = fs::absolute(candidate).string();
+      break;
+    }
+    if (ec || attempt >= 16) {
+      throw SluiceException(fsError("cannot create the RocksDB working directory", candidate, ec));
+    }
+  }
+  impl_->workDir = std::make_shared<OwnedDirectory>(impl_->workDirPath);
+  const std::string dbPath =
+      (fs::path(impl_->workDirPath) / ("db-" + std::to_string(impl_->generation))).string();
+  impl_->database = openDatabase(dbPath, false, {}, impl_->resources, impl_->workDir, p.clock,
+                                 impl_->description, impl_->columnFamilies);
+}
+
+RocksDbKeyedStateBackend::~RocksDbKeyedStateBackend() { dispose(); }
+
+void RocksDbKeyedStateBackend::dispose() {
+  if (impl_ == nullptr) return;
+  // The column family objects stay (states may still refer to them); their
+  // handles die with the database, and every access now throws.
+  impl_->database.reset();
+  impl_->workDir.reset();
+}
+
+const std::string& RocksDbKeyedStateBackend::workingDirectory() const { return impl_->workDirPath; }
+
+// ---------------------------------------------------------------------------
+// Byte-level access
+
+RocksDbKeyedStateBackend::ColumnFamily& RocksDbKeyedStateBackend::columnFamily(
+    const StateMetaInfo& meta) {
+  rocksdb::DB* db = impl_->db();
+  auto it = impl_->columnFamilies.find(meta.name);
+  if (it == impl_->columnFamilies.end()) {
+    auto cf = std::make_unique<ColumnFamily>();
+    cf->name = meta.name;
+    cf->what = impl_->stateWhat(meta.name);
+    cf->ttl = std::make_shared<rocksdbutil::TtlFilterConfig>(meta, params().clock);
+    check(db->CreateColumnFamily(rocksdbutil::makeColumnFamilyOptions(*impl_->resources, cf->ttl),
+                                 meta.name, &cf->handle),
+          "CreateColumnFamily", cf->what);
+    impl_->database->handles.push_back(cf->handle);
+    it = impl_->columnFamilies.emplace(meta.name, std::move(cf)).first;
+  }
+  ColumnFamily& cf = *it->second;
+  cf.isState = true;
+  cf.meta = meta;
+  cf.ttl->setMeta(meta);
+  return cf;
+}
+
+bool RocksDbKeyedStateBackend::get(ColumnFamily& cf, std::string_view key, std::string& value) {
+  const rocksdb::Status s = impl_->db()->Get(impl_->readOptions, cf.handle, slice(key), &value);
+  if (s.IsNotFound()) return false;
+  check(s, "Get", cf.what);
+  return true;
+}
+
+void RocksDbKeyedStateBackend::put(ColumnFamily& cf, std::string_view key, std::string_view value) {
+  check(impl_->db()->Put(impl_->writeOptions, cf.handle, slice(key), slice(value)), "Put", cf.what);
+}
+
+void RocksDbKeyedStateBackend::remove(ColumnFamily& cf, std::string_view key) {
+  check(impl_->db()->Delete(impl_->writeOptions, cf.handle, slice(key)), "Delete", cf.what);
+}
+
+void RocksDbKeyedStateBackend::merge(ColumnFamily& cf, std::string_view key,
+                                     std::string_view operand) {
+  check(impl_->db()->Merge(impl_->writeOptions, cf.handle, slice(key), slice(operand)), "Merge",
+        cf.what);
+}
+
+void RocksDbKeyedStateBackend::removePrefix(ColumnFamily& cf, std::string_view prefix) {
+  rocksdb::WriteBatch batch;
+  for (PrefixIterator it = iteratePrefix(cf, prefix); it.valid(); it.next()) {
+    check(batch.Delete(cf.handle, slice(it.key())), "WriteBatch::Delete", cf.what);
+    if (batch.GetDataSize() >= kWriteBatchBytes) {
+      check(impl_->db()->Write(impl_->writeOptions, &batch), "Write", cf.what);
+      batch.Clear();
+    }
+  }
+  if (batch.Count() > 0) check(impl_->db()->Write(impl_->writeOptions, &batch), "Write", cf.what);
+}
+
+RocksDbKeyedStateBackend::PrefixIterator::PrefixIterator(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+RocksDbKeyedStateBackend::PrefixIterator::PrefixIterator(PrefixIterator&&) noexcept = default;
+RocksDbKeyedStateBackend::PrefixIterator& RocksDbKeyedStateBackend::PrefixIterator::operator=(
+    PrefixIterator&&) noexcept = default;
+RocksDbKeyedStateBackend::PrefixIterator::~PrefixIterator() {
+  // The iterator must go before the database it reads.
+  if (impl_ != nullptr) impl_->it.reset();
+}
+
+bool RocksDbKeyedStateBackend::PrefixIterator::valid() const { return impl_->it->Valid(); }
+std::string_view RocksDbKeyedStateBackend::PrefixIterator::key() const {
+  return view(impl_->it->key());
+}
+std::string_view RocksDbKeyedStateBackend::PrefixIterator::value() const {
+  return view(impl_->it->value());
+}
+void RocksDbKeyedStateBackend::PrefixIterator::next() {
+  impl_->it->Next();
+  impl_->checkStatus();
+}
+
+RocksDbKeyedStateBackend::PrefixIterator RocksDbKeyedStateBackend::iteratePrefix(
+    ColumnFamily& cf, std::string_view prefix) {
+  rocksdb::DB* db = impl_->db();
+  auto it = std::make_unique<PrefixIterator::Impl>();
+  it->database = impl_->database;
+  it->what = &cf.what;
+  it->upper = rocksdbutil::prefixSuccessor(prefix);
+  rocksdb::ReadOptions options;
+  if (!it->upper.empty()) {
+    it->upperSlice = slice(it->upper);
+    options.iterate_upper_bound = &it->upperSlice;
+  }
+  it->it.reset(db->NewIterator(options, cf.handle));
+  it->it->Seek(slice(prefix));
+  it->checkStatus();
+  return PrefixIterator(std::move(it));
+}
+
+// ---------------------------------------------------------------------------
+// Full (canonical) snapshots
+
+namespace {
+
+class RocksDbFullSnapshot final : public KeyedStateSnapshot {
+ public:
+  struct State {
+    rocksdb::ColumnFamilyHandle* handle;
+    StateMetaInfo meta;
+    std::string what;
+  };
+
+  RocksDbFullSnapshot(std::shared_ptr<Database> database, std::vector<State> states,
+                      const KeyedBackendParams& params)
+      : database_(std::move(database)),
+        snapshot_(database_->db->GetSnapshot()),
+        states_(std::move(states)),
+        keySchema_(params.keySchema),
+        maxParallelism_(params.maxParallelism),
+        range_(params.keyGroupRange),
+        clock_(params.clock) {}
+
+  ~RocksDbFullSnapshot() override { release(); }
+
+  KeyedSnapshotInfo writeTo(std::ostream& out) override {
+    if (snapshot_ == nullptr) {
+      throw SluiceException("a RocksDB keyed state snapshot can be written only once");
+    }
+    KeyedSnapshotInfo info;
+    {
+      std::vector<StateMetaInfo> metas;
+      for (const State& s : states_) metas.push_back(s.meta);
+      CanonicalSnapshotWriter writer(out, keySchema_, maxParallelism_, range_, std::move(metas));
+      const int64_t now = clock_->currentTimeMillis();
+
+      const std::string lower = keyGroupPrefix(range_.startKeyGroup);
+      const std::string upper = keyGroupPrefix(range_.endKeyGroup + 1);
+      const rocksdb::Slice lowerSlice = slice(lower);
+      const rocksdb::Slice upperSlice = slice(upper);
+      rocksdb::ReadOptions options;
+      options.snapshot = snapshot_;
+      options.fill_cache = false;
+      options.iterate_lower_bound = &lowerSlice;
+      options.iterate_upper_bound = &upperSlice;
+
+      // One iterator per state, advanced key group by key group, so each
+      // column family is scanned once.
+      std::vector<std::unique_ptr<rocksdb::Iterator>> iterators;
+      if (range_.numberOfKeyGroups() > 0) {
+        for (const State& s : states_) {
+          iterators.emplace_back(database_->db->NewIterator(options, s.handle));
+          iterators.back()->Seek(lowerSlice);
+        }
+      }
+      std::string kept;
+      for (int32_t kg = range_.startKeyGroup; kg <= range_.endKeyGroup; ++kg) {
+        writer.beginKeyGroup(kg);
+        for (size_t i = 0; i < states_.size(); ++i) {
+          const State& state = states_[i];
+          const bool filterTtl = state.meta.ttlCleanupFullSnapshot && state.meta.ttlMillis > 0;
+          rocksdb::Iterator& it = *iterators[i];
+          for (; it.Valid(); it.Next()) {
+            const std::string_view key = view(it.key());
+            if (keyGroupOf(key, state.meta.name) != kg) break;
+            std::string_view value = view(it.value());
+            if (filterTtl) {
+              bool changed = false;
+              kept.clear();
+              if (!ttl::keepEntry(state.meta, value, now, kept, changed)) continue;
+              if (changed) value = kept;
+            }
+            writer.writeEntry(static_cast<uint16_t>(i), key.substr(2), value);
+          }
+          if (!it.Valid()) check(it.status(), "snapshot iteration", state.what);
+        }
+      }
+      info = writer.finish();
+    }
+    release();
+    return info;
+  }
+
+ private:
+  void release() {
+    if (snapshot_ != nullptr) {
+      database_->db->ReleaseSnapshot(snapshot_);
+      snapshot_ = nullptr;
+    }
+  }
+
+  std::shared_ptr<Database> database_;
+  const rocksdb::Snapshot* snapshot_;
+  std::vector<State> states_;
+  std::string keySchema_;
+  int32_t maxParallelism_;
+  KeyGroupRange range_;
+  const Clock* clock_;
+};
+
+}  // namespace
+
+std::unique_ptr<KeyedStateSnapshot> RocksDbKeyedStateBackend::snapshot() {
+  impl_->db();
+  std::vector<RocksDbFullSnapshot::State> states;
+  for (const auto& [name, cf] : impl_->columnFamilies) {
+    if (cf->isState) states.push_back({cf->handle, cf->meta, cf->what});
+  }
+  if (states.size() >= 0xFFFF) {
+    throw SluiceException("RocksDB backend of " + impl_->description + " has " +
+                          std::to_string(states.size()) +
+                          " states; a snapshot holds at most 65534");
+  }
+  return std::make_unique<RocksDbFullSnapshot>(impl_->database, std::move(states), params());
+}
+
+// ---------------------------------------------------------------------------
+// Restore
+
+namespace {
+
+// Writes puts in batches of about kWriteBatchBytes.
+class BatchWriter {
+ public:
+  BatchWriter(rocksdb::DB* db, const rocksdb::WriteOptions& options, std::string what)
+      : db_(db), options_(options), what_(std::move(what)) {}
+  void put(rocksdb::ColumnFamilyHandle* cf, std::string_view key, std::string_view value) {
+    check(batch_.Put(cf, slice(key), slice(value)), "WriteBatch::Put", what_);
+    if (batch_.GetDataSize() >= kWriteBatchBytes) flush();
+  }
+  void flush() {
+    if (batch_.Count() == 0) return;
+    check(db_->Write(options_, &batch_), "Write", what_);
+    batch_.Clear();
+  }
+
+ private:
+  rocksdb::DB* db_;
+  const rocksdb::WriteOptions& options_;
+  std::string what_;
+  rocksdb::WriteBatch batch_;
+};
+
+}  // namespace
+
+void RocksDbKeyedStateBackend::restore(
+    const std::vector<const CanonicalSnapshotReader*>& snapshots) {
+  rocksdb::DB* db = impl_->db();
+  if (!stateObjects().empty() || !registeredMeta_.empty()) {
+    throw SluiceException("RocksDB backend of " + impl_->description +
+                          ": restore() must come before any state is registered");
+  }
+  BatchWriter writer(db, impl_->writeOptions, "restore of " + impl_->description);
+  std::string key;
+  for (const CanonicalSnapshotReader* snapshot : snapshots) {
+    checkSnapshotCompatible(*snapshot);
+    std::vector<ColumnFamily*> targets;
+    for (const StateMetaInfo& meta : snapshot->states()) {
+      auto [it, inserted] = restoredMeta_.emplace(meta.name, meta);
+      if (!inserted && !(it->second.compatibleWith(meta) && meta.compatibleWith(it->second))) {
+        throw StateMigrationException("restored snapshots disagree about state '" + meta.name +
+                                      "': " + it->second.describe() + " vs " + meta.describe() +
+                                      " in " + snapshot->sourceName());
+      }
+      targets.push_back(&columnFamily(it->second));
+    }
+    snapshot->forEachEntry(keyGroupRange(), [&](int32_t keyGroup, uint16_t stateIndex,
+                                                std::string_view entryKey, std::string_view value) {
+      if (stateIndex >= targets.size()) {
+        throw SerializationError(snapshot->sourceName() + ": entry of state index " +
+                                 std::to_string(stateIndex) + " but the snapshot has " +
+                                 std::to_string(targets.size()) + " states");
+      }
+      key = keyGroupPrefix(keyGroup);
+      key.append(entryKey);
+      writer.put(targets[stateIndex]->handle, key, value);
+    });
+  }
+  writer.flush();
+}
+
+// ---------------------------------------------------------------------------
+// Keys, compaction, memory
+
+void RocksDbKeyedStateBackend::forEachKey(
+    const std::string& stateName,
+    const std::function<void(std::string_view key, int32_t keyGroup)>& fn) {
+  rocksdb::DB* db = impl_->db();
+  auto found = impl_->columnFamilies.find(stateName);
+  if (found == impl_->columnFamilies.end() || !found->second->isState) return;
+  const ColumnFamily& cf = *found->second;
+  const auto& keyLength = params().keyLength;
+  if (!keyLength) {
+    throw SluiceException("RocksDB backend of " + impl_->description +
+                          ": forEachKey needs KeyedBackendParams::keyLength");
+  }
+  std::vector<std::pair<std::string, int32_t>> keys;
+  {
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(impl_->readOptions, cf.handle));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+      const std::string_view stored = view(it->key());
+      const int32_t kg = keyGroupOf(stored, stateName);
+      const std::string_view rest = stored.substr(2);
+      const size_t n = keyLength(reinterpret_cast<const uint8_t*>(rest.data()), rest.size());
+      if (n > rest.size()) {
+        throw SerializationError("state '" + stateName + "': key length " + std::to_string(n) +
+                                 " exceeds the stored key's " + std::to_string(rest.size()) +
+                                 " bytes");
+      }
+      const std::string_view k = rest.substr(0, n);
+      if (keys.empty() || keys.back().second != kg || keys.back().first != k) {
+        keys.emplace_back(std::string(k), kg);
+      }
+    }
+    check(it->status(), "iteration", cf.what);
+  }
+  for (const auto& [k, kg] : keys) fn(k, kg);
+}
+
+void RocksDbKeyedStateBackend::compactAll() {
+  rocksdb::DB* db = impl_->db();
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  for (const auto& [name, cf] : impl_->columnFamilies) handles.push_back(cf->handle);
+  rocksdb::FlushOptions flush;
+  flush.wait = true;
+  check(db->Flush(flush, handles), "Flush", impl_->description);
+  rocksdb::CompactRangeOptions compact;
+  compact.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
+  for (const auto& [name, cf] : impl_->columnFamilies) {
+    check(db->CompactRange(compact, cf->handle, nullptr, nullptr), "CompactRange", cf->what);
+  }
+}
+
+RocksDbKeyedStateBackend::MemoryUsage RocksDbKeyedStateBackend::memoryUsage() const {
+  MemoryUsage usage;
+  const RocksDbSharedResources& res = *impl_->resources;
+  usage.blockCacheCapacity = static_cast<int64_t>(res.cache()->GetCapacity());
+  usage.blockCacheUsage = static_cast<int64_t>(res.cache()->GetUsage());
+  usage.blockCachePinnedUsage = static_cast<int64_t>(res.cache()->GetPinnedUsage());
+  usage.writeBufferManagerCapacity = static_cast<int64_t>(res.writeBufferManager()->buffer_size());
+  usage.memtableUsage = static_cast<int64_t>(res.writeBufferManager()->memory_usage());
+  uint64_t readers = 0;
+  if (impl_->database != nullptr && impl_->database->db->GetAggregatedIntProperty(
+                                        "rocksdb.estimate-table-readers-mem", &readers)) {
+    usage.tableReadersUsage = static_cast<int64_t>(readers);
+  }
+  return usage;
+}
+
+// ---------------------------------------------------------------------------
+// Incremental snapshots
+
+namespace {
+
+void writeMetaFile(const fs::path& path,
+                   const RocksDbKeyedStateBackend::IncrementalSnapshotHandle& h) {
+  std::vector<uint8_t> bytes;
+  DataOutputView out(bytes);
+  out.writeBytes(kMetaMagic, sizeof kMetaMagic);
+  out.writeU32(kMetaVersion);
+  out.writeI64(h.checkpointId);
+  out.writeString(h.keySchema);
+  out.writeI32(h.maxParallelism);
+  out.writeI32(h.keyGroupRange.startKeyGroup);
+  out.writeI32(h.keyGroupRange.endKeyGroup);
+  out.writeU32(static_cast<uint32_t>(h.states.size()));
+  for (const StateMetaInfo& m : h.states) writeStateMetaInfo(m, out);
+  out.writeU32(static_cast<uint32_t>(h.sstFiles.size()));
+  for (const auto& f : h.sstFiles) {
+    out.writeString(f.fileName);
+    out.writeString(f.uniqueId);
+    out.writeU64(f.sizeBytes);
+  }
+  // The meta file itself is not listed.
+  std::vector<std::string> others;
+  for (const std::string& f : h.privateFiles) {
+    if (f != RocksDbKeyedStateBackend::kIncrementalMetaFileName) others.push_back(f);
+  }
+  out.writeU32(static_cast<uint32_t>(others.size()));
+  for (const std::string& f : others) out.writeString(f);
+
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file.write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
+  file.close();
+  if (!file)
+    throw SluiceException("cannot write incremental snapshot meta file '" + path.string() + "'");
+}
+
+}  // namespace
+
+RocksDbKeyedStateBackend::IncrementalSnapshotHandle RocksDbKeyedStateBackend::snapshotIncremental(
+    int64_t checkpointId, const std::string& checkpointDir,
+    const IncrementalSnapshotHandle* previous) {
+  rocksdb::DB* db = impl_->db();
+  if (checkpointDir.empty()) {
+    throw SluiceException("incremental snapshot of " + impl_->description +
+                          ": the checkpoint directory must not be empty");
+  }
+  std::error_code ec;
+  const fs::path dir = fs::absolute(checkpointDir, ec);
+  if (ec) throw SluiceException(fsError("invalid checkpoint directory", checkpointDir, ec));
+  if (fs::exists(dir, ec)) {
+    throw SluiceException("incremental snapshot directory '" + dir.string() + "' already exists");
+  }
+  fs::create_directories(dir.parent_path(), ec);
+  if (ec) throw SluiceException(fsError("cannot create directory", dir.parent_path(), ec));
+
+  // Removes a half-written snapshot directory.
+  struct Cleanup {
+    fs::path dir;
+    bool armed = true;
+    ~Cleanup() {
+      if (!armed) return;
+      std::error_code e;
+      fs::remove_all(dir, e);
+    }
+  } cleanup{dir};
+
+  rocksdb::Checkpoint* raw = nullptr;
+  check(rocksdb::Checkpoint::Create(db, &raw), "Checkpoint::Create", impl_->description);
+  std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
+  // log_size_for_flush 0: always flush, since the write-ahead log is off.
+  check(checkpoint->CreateCheckpoint(dir.string(), 0), "CreateCheckpoint",
+        "directory '" + dir.string() + "' of " + impl_->description);
+
+  IncrementalSnapshotHandle handle;
+  handle.checkpointId = checkpointId;
+  handle.keyGroupRange = keyGroupRange();
+  handle.keySchema = params().keySchema;
+  handle.maxParallelism = params().maxParallelism;
+  handle.directory = dir.string();
+  for (const auto& [name, cf] : impl_->columnFamilies) {
+    if (cf->isState) handle.states.push_back(cf->meta);
+  }
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.path().extension() == ".sst") {
+      const uintmax_t size = entry.file_size(ec);
+      if (ec) throw SluiceException(fsError("cannot read the size of", entry.path(), ec));
+      handle.sstFiles.push_back({name, sstUniqueId(entry.path().string()), size});
+    } else {
+      handle.privateFiles.push_back(name);
+    }
+  }
+  if (ec) throw SluiceException(fsError("cannot list", dir, ec));
+  auto byName = [](const SstFile& a, const SstFile& b) { return a.fileName < b.fileName; };
+  std::sort(handle.sstFiles.begin(), handle.sstFiles.end(), byName);
+  std::set<std::string> previousIds;
+  if (previous != nullptr) {
+    for (const SstFile& f : previous->sstFiles) previousIds.insert(f.uniqueId);
+  }
+  for (const SstFile& f : handle.sstFiles) {
+    if (!previousIds.contains(f.uniqueId)) handle.newSstFiles.push_back(f);
+  }
+  handle.privateFiles.push_back(kIncrementalMetaFileName);
+  std::sort(handle.privateFiles.begin(), handle.privateFiles.end());
+  writeMetaFile(dir / kIncrementalMetaFileName, handle);
+  cleanup.armed = false;
+  return handle;
+}
+
+RocksDbKeyedStateBackend::IncrementalSnapshotHandle
+RocksDbKeyedStateBackend::loadIncrementalSnapshotHandle(const std::string& directory) {
+  const fs::path path = fs::absolute(directory) / kIncrementalMetaFileName;
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    throw SerializationError("cannot open incremental snapshot meta file '" + path.string() + "'");
+  }
+  const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  if (file.bad()) {
+    throw SerializationError("cannot read incremental snapshot meta file '" + path.string() + "'");
+  }
+  try {
+    DataInputView in(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+    char magic[sizeof kMetaMagic];
+    in.readBytes(magic, sizeof magic);
+    if (!std::equal(std::begin(magic), std::end(magic), std::begin(kMetaMagic))) {
+      in.failAt(0, "not an incremental snapshot meta file (bad magic)");
+    }
+    const uint32_t version = in.readU32();
+    if (version != kMetaVersion) in.failAt(8, "unsupported version " + std::to_string(version));
+    IncrementalSnapshotHandle h;
+    h.directory = fs::absolute(directory).string();
+    h.checkpointId = in.readI64();
+    in.readString(h.keySchema);
+    h.maxParallelism = in.readI32();
+    h.keyGroupRange.startKeyGroup = in.readI32();
+    h.keyGroupRange.endKeyGroup = in.readI32();
+    for (uint32_t n = in.readU32(); n > 0; --n) h.states.push_back(readStateMetaInfo(in));
+    for (uint32_t n = in.readU32(); n > 0; --n) {
+      SstFile f;
+      in.readString(f.fileName);
+      in.readString(f.uniqueId);
+      f.sizeBytes = in.readU64();
+      h.sstFiles.push_back(std::move(f));
+    }
+    for (uint32_t n = in.readU32(); n > 0; --n) in.readString(h.privateFiles.emplace_back());
+    if (in.remaining() != 0) in.failAt(in.position(), "unexpected trailing bytes");
+    h.privateFiles.push_back(kIncrementalMetaFileName);
+    std::sort(h.privateFiles.begin(), h.privateFiles.end());
+    return h;
+  } catch (const SerializationError& e) {
+    throw SerializationError("incremental snapshot meta file '" + path.string() + "': " + e.what());
+  }
+}
+
+void RocksDbKeyedStateBackend::restoreIncremental(
+    const std::vector<IncrementalSnapshotHandle>& handles) {
+  impl_->db();
+  if (!stateObjects().empty() || !registeredMeta_.empty()) {
+    throw SluiceException("RocksDB backend of " + impl_->description +
+                          ": restoreIncremental() must come before any state is registered");
+  }
+  if (handles.empty()) return;
+
+  // The directories describe themselves; the handles must agree with them.
+  std::vector<IncrementalSnapshotHandle> loaded;
+  for (const IncrementalSnapshotHandle& h : handles) {
+    IncrementalSnapshotHandle m = loadIncrementalSnapshotHandle(h.directory);
+    const std::string source = "incremental snapshot '" + m.directory + "'";
+    if (m.keySchema != params().keySchema) {
+      throw StateMigrationException(source + " has keys of type " + m.keySchema + ", but " +
+                                    impl_->description + " has keys of type " + params().keySchema);
+    }
+    if (m.maxParallelism != params().maxParallelism) {
+      throw StateMigrationException(
+          source + " was taken with max parallelism " + std::to_string(m.maxParallelism) +
+          ", but " + impl_->description + " has " + std::to_string(params().maxParallelism));
+    }
+    if (m.keyGroupRange != h.keyGroupRange) {
+      throw SluiceException(source + " holds key groups " + rangeText(m.keyGroupRange) +
+                            " but its handle says " + rangeText(h.keyGroupRange));
+    }
+    std::vector<std::string> files = m.privateFiles;
+    for (const SstFile& f : m.sstFiles) files.push_back(f.fileName);
+    for (const std::string& f : files) {
+      std::error_code ec;
+      if (!fs::is_regular_file(fs::path(m.directory) / f, ec)) {
+        throw SluiceException(source + " is missing its file '" + f + "'");
+      }
+    }
+    for (const StateMetaInfo& meta : m.states) {
+      auto [it, inserted] = restoredMeta_.emplace(meta.name, meta);
+      if (!inserted && !(it->second.compatibleWith(meta) && meta.compatibleWith(it->second))) {
+        throw StateMigrationException("restored snapshots disagree about state '" + meta.name +
+                                      "': " + it->second.describe() + " vs " + meta.describe() +
+                                      " in " + source);
+      }
+    }
+    loaded.push_back(std::move(m));
+  }
+
+  const KeyGroupRange ours = keyGroupRange();
+  bool haveStates = false;
+  for (const auto& [name, cf] : impl_->columnFamilies) haveStates = haveStates || cf->isState;
+
+  if (loaded.size() == 1 && covers(loaded[0].keyGroupRange, ours) && !haveStates) {
+    // Reopen from a copy of the snapshot's files, then drop the key groups
+    // that are not ours.
+    const IncrementalSnapshotHandle& m = loaded[0];
+    const fs::path dbDir =
+        fs::path(impl_->workDirPath) / ("db-" + std::to_string(++impl_->generation));
+    std::error_code ec;
+    fs::create_directory(dbDir, ec);
+    if (ec) throw SluiceException(fsError("cannot create directory", dbDir, ec));
+    for (const SstFile& f : m.sstFiles) {
+      // SST files are immutable: a hard link is a copy.
+      fs::create_hard_link(fs::path(m.directory) / f.fileName, dbDir / f.fileName, ec);
+      if (ec) {
+        ec.clear();
+        fs::copy_file(fs::path(m.directory) / f.fileName, dbDir / f.fileName, ec);
+        if (ec)
+          throw SluiceException(fsError("cannot copy", fs::path(m.directory) / f.fileName, ec));
+      }
+    }
+    for (const std::string& f : m.privateFiles) {
+      if (f == kIncrementalMetaFileName) continue;
+      fs::copy_file(fs::path(m.directory) / f, dbDir / f, ec);
+      if (ec) throw SluiceException(fsError("cannot copy", fs::path(m.directory) / f, ec));
+    }
+    std::map<std::string, StateMetaInfo> metas;
+    for (const StateMetaInfo& meta : m.states) metas.emplace(meta.name, meta);
+    ColumnFamilyMap columnFamilies;
+    std::shared_ptr<Database> database =
+        openDatabase(dbDir.string(), true, metas, impl_->resources, impl_->workDir, params().clock,
+                     impl_->description, columnFamilies);
+    // The empty database goes (with its directory); no state refers to it.
+    impl_->database = std::move(database);
+    impl_->columnFamilies = std::move(columnFamilies);
+    rocksdb::DB* db = impl_->database->db.get();
+    for (const auto& [name, cf] : impl_->columnFamilies) {
+      if (m.keyGroupRange.startKeyGroup < ours.startKeyGroup) {
+        check(db->DeleteRange(impl_->writeOptions, cf->handle, slice(kBeginOfKeys),
+                              slice(keyGroupPrefix(ours.startKeyGroup))),
+              "DeleteRange", cf->what);
+      }
+      if (m.keyGroupRange.endKeyGroup > ours.endKeyGroup) {
+        check(db->DeleteRange(impl_->writeOptions, cf->handle,
+                              slice(keyGroupPrefix(ours.endKeyGroup + 1)), slice(kEndOfKeys)),
+              "DeleteRange", cf->what);
+      }
+    }
+    return;
+  }
+
+  // Copy the entries of our key groups out of each snapshot.
+  rocksdb::DB* db = impl_->db();
+  BatchWriter writer(db, impl_->writeOptions, "incremental restore of " + impl_->description);
+  for (const IncrementalSnapshotHandle& m : loaded) {
+    const KeyGroupRange part = intersect(m.keyGroupRange, ours);
+    if (part.numberOfKeyGroups() == 0) continue;
+    const std::string source = "incremental snapshot '" + m.directory + "'";
+    const rocksdb::DBOptions dbOptions = rocksdbutil::makeDbOptions(*impl_->resources, false);
+    std::vector<std::string> names;
+    check(rocksdb::DB::ListColumnFamilies(dbOptions, m.directory, &names), "ListColumnFamilies",
+          source);
+    std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+    for (const std::string& name : names) {
+      descriptors.emplace_back(
+          name, rocksdbutil::makeColumnFamilyOptions(*impl_->resources,
+                                                     std::make_shared<rocksdbutil::TtlFilterConfig>(
+                                                         StateMetaInfo{}, params().clock)));
+    }
+    Database source_db;
+    rocksdb::DB* raw = nullptr;
+    const rocksdb::Status s =
+        rocksdb::DB::OpenForReadOnly(dbOptions, m.directory, descriptors, &source_db.handles, &raw);
+    source_db.db.reset(raw);
+    check(s, "OpenForReadOnly", source);
+
+    const std::string lower = keyGroupPrefix(part.startKeyGroup);
+    const std::string upper = keyGroupPrefix(part.endKeyGroup + 1);
+    const rocksdb::Slice lowerSlice = slice(lower);
+    const rocksdb::Slice upperSlice = slice(upper);
+    rocksdb::ReadOptions options;
+    options.fill_cache = false;
+    options.iterate_lower_bound = &lowerSlice;
+    options.iterate_upper_bound = &upperSlice;
+    for (size_t i = 0; i < names.size(); ++i) {
+      auto meta = restoredMeta_.find(names[i]);
+      if (meta == restoredMeta_.end()) continue;  // "default" without a state
+      ColumnFamily& target = columnFamily(meta->second);
+      std::unique_ptr<rocksdb::Iterator> it(
+          source_db.db->NewIterator(options, source_db.handles[i]));
+      for (it->Seek(lowerSlice); it->Valid(); it->Next()) {
+        writer.put(target.handle, view(it->key()), view(it->value()));
+      }
+      check(it->status(), "iteration", source);
+    }
+  }
+  writer.flush();
+  // Restored states without entries in our key groups stay part of every
+  // snapshot too.
+  for (const auto& [name, meta] : restoredMeta_) columnFamily(meta);
+}
+
+}  // namespace sluice
