@@ -432,14 +432,17 @@ std::string_view suggestOptionKey(std::string_view unknownKey) {
   }
   // A typo: a few edits, more allowed for longer keys.
   if (bestDistance <= std::max<size_t>(2, unknownKey.size() / 5)) return best;
-  // A prefix of a key, as "parallelism" for "parallelism.default".
+  // A prefix of keys, as "parallelism" for "parallelism.default": the
+  // shortest such key ("state.backend" -> "state.backend.type").
+  std::string_view shortest;
   for (const OptionDescriptor& option : registeredOptions()) {
     if (option.key.size() > unknownKey.size() && startsWith(option.key, unknownKey) &&
-        option.key[unknownKey.size()] == '.') {
-      return option.key;
+        option.key[unknownKey.size()] == '.' &&
+        (shortest.empty() || option.key.size() < shortest.size())) {
+      shortest = option.key;
     }
   }
-  return {};
+  return shortest;
 }
 
 // ---- Configuration ----

@@ -67,6 +67,8 @@ class SourceCoordinatorHolder final : public SourceCoordinatorLink,
 
 class JobRun::Impl {
  public:
+  // Declared first: tasks (and the state backends they own) go before it.
+  std::unique_ptr<TaskServices> services;
   std::vector<std::vector<std::unique_ptr<Task>>> tasks;  // [vertex][subtask]
   std::vector<std::unique_ptr<SourceCoordinatorHolder>> coordinators;
   std::vector<std::thread> threads;
@@ -90,10 +92,16 @@ std::shared_ptr<JobRun> JobRun::start(std::shared_ptr<const StreamGraph> graph,
   const StreamGraph& sg = *run->graph_;
   ExecutionGraph eg = createExecutionGraph(jg);
 
+  int slots = 1;
+  for (const auto& v : jg.vertices) slots = std::max(slots, v.parallelism);
+  std::shared_ptr<const Clock> clock = options.clock;
+  if (!clock) clock = std::shared_ptr<const Clock>(&SystemClock::instance(), [](const Clock*) {});
+  im.services = std::make_unique<TaskServices>(options.configuration, std::move(clock), slots);
   im.tasks.resize(jg.vertices.size());
   for (const auto& v : jg.vertices) {
     for (int s = 0; s < v.parallelism; ++s) {
       im.tasks[v.id].push_back(std::make_unique<Task>(sg, jg, v.id, s, 0));
+      im.tasks[v.id].back()->setServices(im.services.get());
     }
   }
   // Gate channels: for each consumer subtask, the channels of its input

@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include <sluice/core/clock.h>
+#include <sluice/core/config.h>
 #include <sluice/core/runtime_context.h>
 #include <sluice/graph/job_graph.h>
 
@@ -24,6 +26,10 @@ struct MiniClusterOptions {
   size_t segmentSize = 32 * 1024;  // taskmanager.memory.segment-size
   int buffersPerChannel = 2;       // taskmanager.network.memory.buffers-per-channel
   int floatingBuffers = 8;         // taskmanager.network.memory.floating-buffers-per-gate
+  // The job's configuration, as operators see it (state backend settings).
+  Configuration configuration;
+  // Processing time for every operator; null means the system clock.
+  std::shared_ptr<const Clock> clock;
 };
 
 struct JobOutcome {

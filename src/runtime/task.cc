@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <sluice/core/config_options.h>
+
 #include "core/logging.h"
 #include "runtime/watermark_valve.h"
 
@@ -41,6 +43,18 @@ class Task::Context final : public OperatorContext, public RuntimeContext {
     task_.requestWakeupAt(when);
   }
 
+  const Configuration& configuration() override { return task_.services_->configuration(); }
+  const Clock& clock() override { return task_.services_->clock(); }
+  std::shared_ptr<void> slotResource(const std::string& key,
+                                     const std::function<std::shared_ptr<void>()>& make) override {
+    return task_.services_->slotResource(task_.subtask_, key, make);
+  }
+  int64_t managedMemoryPerSlot() override {
+    const auto total =
+        static_cast<int64_t>(configuration().get(options::kTaskManagerMemoryManagedSize).bytes);
+    return total / task_.services_->numberOfSlots();
+  }
+
   int getIndexOfThisSubtask() const override { return task_.subtask_; }
   int getNumberOfParallelSubtasks() const override { return task_.vertex_.parallelism; }
   int getMaxNumberOfParallelSubtasks() const override { return task_.vertex_.maxParallelism; }
@@ -69,6 +83,14 @@ class Task::Context final : public OperatorContext, public RuntimeContext {
   const StreamNode& node_;
   std::string nameWithSubtasks_;
 };
+
+std::shared_ptr<void> TaskServices::slotResource(
+    int slot, const std::string& key, const std::function<std::shared_ptr<void>()>& make) {
+  std::lock_guard lock(mu_);
+  auto& r = resources_[{slot, key}];
+  if (!r) r = make();
+  return r;
+}
 
 Task::Task(const StreamGraph& graph, const JobGraph& jobGraph, int vertex, int subtask,
            int attemptNumber)
@@ -187,6 +209,7 @@ TaskResult Task::run() {
     // successors ready.
     for (size_t i = n; i-- > 0;) {
       current = graph_.node(vertex_.chain[i]).name;
+      ops[i]->initializeState(nullptr);
       ops[i]->open();
       ++opened;
     }

@@ -10,9 +10,12 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include <sluice/core/clock.h>
+#include <sluice/core/config.h>
 #include <sluice/graph/job_graph.h>
 
 #include "runtime/buffer_pool.h"
@@ -45,6 +48,29 @@ struct TaskResult {
   int64_t numRecordsDropped = 0;
 };
 
+// What every task of one job shares: the configuration, the clock, and the
+// resources of each slot. Thread-safe.
+class TaskServices {
+ public:
+  TaskServices(Configuration configuration, std::shared_ptr<const Clock> clock, int numberOfSlots)
+      : configuration_(std::move(configuration)),
+        clock_(std::move(clock)),
+        numberOfSlots_(numberOfSlots < 1 ? 1 : numberOfSlots) {}
+  const Configuration& configuration() const { return configuration_; }
+  const Clock& clock() const { return *clock_; }
+  // With slot sharing, subtask i of every vertex runs in slot i.
+  int numberOfSlots() const { return numberOfSlots_; }
+  std::shared_ptr<void> slotResource(int slot, const std::string& key,
+                                     const std::function<std::shared_ptr<void>()>& make);
+
+ private:
+  const Configuration configuration_;
+  const std::shared_ptr<const Clock> clock_;
+  const int numberOfSlots_;
+  std::mutex mu_;
+  std::map<std::pair<int, std::string>, std::shared_ptr<void>> resources_;
+};
+
 class Task {
  public:
   Task(const StreamGraph& graph, const JobGraph& jobGraph, int vertex, int subtask,
@@ -58,6 +84,8 @@ class Task {
   void addWriter(int jobEdge, std::vector<RecordWriter::Target> targets, size_t segmentSize,
                  int buffersPerChannel, int floatingBuffers);
   void setSourceCoordinator(SourceCoordinatorLink* link) { coordinator_ = link; }
+  // Must be set before run(); outlives the task.
+  void setServices(TaskServices* services) { services_ = services; }
 
   // Runs the task to the end; never throws.
   TaskResult run();
@@ -90,6 +118,7 @@ class Task {
   std::vector<std::unique_ptr<BufferPool>> pools_;
   std::map<int, std::unique_ptr<RecordWriter>> writers_;  // by stream edge id
   SourceCoordinatorLink* coordinator_ = nullptr;
+  TaskServices* services_ = nullptr;
   std::atomic<bool> cancelled_{false};
   std::atomic<int> pendingSplits_{0};  // assigned, not yet delivered to the reader
   TaskWaker::Clock::time_point wakeupAt_ = TaskWaker::Clock::time_point::max();

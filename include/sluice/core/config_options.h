@@ -74,6 +74,25 @@ inline constexpr ConfigOption<std::string> kStateBackendType{
     "Keyed state backend: 'hashmap' (objects on the heap) or 'rocksdb' (embedded RocksDB on local "
     "disk)."};
 
+inline constexpr ConfigOption<std::string> kStateBackendRocksDbLocalDir{
+    "state.backend.rocksdb.localdir", "",
+    "Directory under which RocksDB keeps the working files of each keyed operator subtask; each "
+    "subtask's directory is removed when it ends. Empty means the system temp directory."};
+
+inline constexpr ConfigOption<bool> kStateBackendRocksDbMemoryManaged{
+    "state.backend.rocksdb.memory.managed", true,
+    "Size RocksDB's block cache and write buffers from the slot's managed memory, shared by all "
+    "RocksDB states of the slot. When false, every keyed operator subtask gets the whole "
+    "per-slot budget for itself."};
+
+inline constexpr ConfigOption<double> kStateBackendRocksDbMemoryWriteBufferRatio{
+    "state.backend.rocksdb.memory.write-buffer-ratio", 0.5,
+    "Share of RocksDB's memory budget that write buffers (memtables) may take."};
+
+inline constexpr ConfigOption<double> kStateBackendRocksDbMemoryHighPrioPoolRatio{
+    "state.backend.rocksdb.memory.high-prio-pool-ratio", 0.1,
+    "Share of RocksDB's block cache reserved for index and filter blocks."};
+
 inline constexpr ConfigOption<std::string> kStateCheckpointsDir{
     "state.checkpoints.dir", "",
     "Directory (URI) where checkpoints are written. Required when checkpointing is enabled."};
@@ -83,6 +102,11 @@ inline constexpr ConfigOption<std::string> kStateCheckpointsDir{
 inline constexpr ConfigOption<int32_t> kTaskManagerNumberOfTaskSlots{
     "taskmanager.numberOfTaskSlots", 1,
     "Number of slots a TaskManager offers: how many parallel pipelines it runs."};
+
+inline constexpr ConfigOption<MemorySize> kTaskManagerMemoryManagedSize{
+    "taskmanager.memory.managed.size", MemorySize::ofMebiBytes(512),
+    "Managed memory of a TaskManager, divided evenly among its slots. RocksDB sizes its block "
+    "cache and write buffers from it."};
 
 inline constexpr ConfigOption<MemorySize> kTaskManagerMemorySegmentSize{
     "taskmanager.memory.segment-size", MemorySize::ofKibiBytes(32),
@@ -123,8 +147,13 @@ inline constexpr std::tuple kAllOptions{
     &kPipelineObjectReuse,
     &kExecutionCheckpointingInterval,
     &kStateBackendType,
+    &kStateBackendRocksDbLocalDir,
+    &kStateBackendRocksDbMemoryManaged,
+    &kStateBackendRocksDbMemoryWriteBufferRatio,
+    &kStateBackendRocksDbMemoryHighPrioPoolRatio,
     &kStateCheckpointsDir,
     &kTaskManagerNumberOfTaskSlots,
+    &kTaskManagerMemoryManagedSize,
     &kTaskManagerMemorySegmentSize,
     &kTaskManagerNetworkMemoryBuffersPerChannel,
     &kTaskManagerNetworkMemoryFloatingBuffersPerGate,

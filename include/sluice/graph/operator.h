@@ -27,11 +27,15 @@
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <functional>
+#include <iosfwd>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include <sluice/core/clock.h>
+#include <sluice/core/config.h>
 #include <sluice/core/runtime_context.h>
 #include <sluice/core/serializer.h>
 #include <sluice/core/stream_element.h>
@@ -108,6 +112,51 @@ class OperatorContext {
   // Sources only: call emitNext() again no later than `when`, even without a
   // signal (for rate limits and polling).
   virtual void requestWakeupAt(std::chrono::steady_clock::time_point when) = 0;
+
+  // The job's configuration (state backend type, directories, memory).
+  virtual const Configuration& configuration() = 0;
+  // Processing time (TTL, processing-time timers); tests install a
+  // ManualClock through the environment.
+  virtual const Clock& clock() = 0;
+  // An object shared by every operator of this subtask's slot (e.g. the
+  // RocksDB block cache sized from the slot's managed memory): the one
+  // stored under `key`, created with `make` by the first caller. Thread-safe.
+  virtual std::shared_ptr<void> slotResource(const std::string& key,
+                                             const std::function<std::shared_ptr<void>()>& make) = 0;
+  // Managed memory of this subtask's slot in bytes
+  // (taskmanager.memory.managed.size / taskmanager.numberOfTaskSlots).
+  virtual int64_t managedMemoryPerSlot() = 0;
+};
+
+// Writes a captured keyed-state snapshot (the canonical format of
+// sluice/state/snapshot.h) to a stream. Any thread, once.
+class StateSnapshotWriter {
+ public:
+  virtual ~StateSnapshotWriter() = default;
+  virtual void writeTo(std::ostream& out) = 0;
+};
+
+// What StreamOperatorBase::snapshotState captured.
+struct OperatorStateSnapshot {
+  // Keyed state; null for operators without keyed state.
+  std::unique_ptr<StateSnapshotWriter> keyedState;
+  // Operator state (lists, union lists, broadcast state), serialized by
+  // OperatorStateBackend::snapshot(); empty when the operator has none.
+  std::string operatorState;
+};
+
+// One written keyed-state snapshot: a file, or bytes in memory.
+struct KeyedStateHandleRef {
+  std::string path;
+  std::shared_ptr<const std::string> bytes;
+};
+
+// What an operator restores from, already cut to its subtask: keyed
+// snapshots that together cover (at least) its key groups, and its share of
+// operator state after redistribution (OperatorStateBackend::repartition).
+struct OperatorStateRestore {
+  std::vector<KeyedStateHandleRef> keyedState;
+  std::string operatorState;
 };
 
 enum class ChainingStrategy : uint8_t {
@@ -143,6 +192,18 @@ class StreamOperatorBase {
   }
   // Input `input` will deliver nothing more (all its channels ended).
   virtual void endInput(int input) { (void)input; }
+
+  // State. initializeState() runs after setup() and before open(): it creates
+  // the operator's state backends and, when `restore` is not null, loads
+  // them from a snapshot. Operators without state ignore it.
+  virtual void initializeState(const OperatorStateRestore* restore) { (void)restore; }
+  // Synchronous part of a snapshot: captures the operator's keyed state
+  // (written later by the returned writer, on any thread) and its operator
+  // state (serialized now). Called on the task thread between elements.
+  virtual OperatorStateSnapshot snapshotState(int64_t checkpointId) {
+    (void)checkpointId;
+    return {};
+  }
 
   // Checkpoint hooks; the checkpoint issue fills them in.
   virtual void prepareSnapshotPreBarrier(int64_t checkpointId) { (void)checkpointId; }
