@@ -43,6 +43,8 @@ struct EnvironmentState {
   int maxParallelism = kDefaultMaxParallelism;
   int64_t bufferTimeoutMs = 100;
   bool chainingEnabled = true;
+  // Processing time of every operator; null means the system clock.
+  std::shared_ptr<const Clock> clock;
 };
 
 // One upstream of an operator input: a node's main output or a side output,
@@ -157,6 +159,12 @@ template <class T, class K, class KeySelector>
 class KeyedStream;
 template <class T1, class T2>
 class ConnectedStreams;
+template <class T>
+class BroadcastStream;
+template <class IN1, class IN2>
+class BroadcastConnectedStream;
+template <class IN1, class KS, class KeySelector, class IN2>
+class KeyedBroadcastConnectedStream;
 
 template <class T>
 class DataStream {
@@ -401,6 +409,16 @@ class DataStream {
 
   std::shared_ptr<internal::EnvironmentState> env_;
   std::vector<internal::Upstream> inputs_;
+
+ public:
+  // --- broadcast state (defined in broadcast.h) -------------------------------
+
+  // This stream, sent to every subtask of the operator it is connected to,
+  // declaring the broadcast states (one MapStateDescriptor each).
+  template <class D, class... More>
+  BroadcastStream<T> broadcast(const D& descriptor, const More&... more) const;
+  template <class T2>
+  BroadcastConnectedStream<T, T2> connect(const BroadcastStream<T2>& broadcast) const;
 };
 
 // The output of one operator: lets the operator be configured.
@@ -655,6 +673,14 @@ class KeyedStream : public DataStream<T> {
   }
 
   KeySelector key_;
+
+ public:
+  // Broadcast state (defined in broadcast.h): connect(BroadcastStream) gives
+  // a keyed broadcast connected stream; connect(DataStream) is unchanged.
+  using DataStream<T>::connect;
+  template <class T2>
+  KeyedBroadcastConnectedStream<T, K, KeySelector, T2> connect(
+      const BroadcastStream<T2>& broadcast) const;
 };
 
 // Two streams of possibly different types, processed by one operator with a

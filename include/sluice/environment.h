@@ -23,7 +23,9 @@
 #include <vector>
 
 #include <sluice/core/config.h>
+#include <sluice/core/clock.h>
 #include <sluice/core/config_options.h>
+#include <sluice/state/keyed_state_backend.h>
 #include <sluice/datastream.h>
 #include <sluice/graph/job_graph.h>
 #include <sluice/source.h>
@@ -162,6 +164,14 @@ class StreamExecutionEnvironment {
   StreamExecutionEnvironment& disableOperatorChaining();
   bool isChainingEnabled() const { return state_->chainingEnabled; }
   const Configuration& getConfiguration() const { return state_->config; }
+  // The keyed state backend of every keyed operator: "hashmap" or "rocksdb"
+  // (sets state.backend.type; see docs/state.md).
+  StreamExecutionEnvironment& setStateBackend(const std::string& type);
+  StreamExecutionEnvironment& setStateBackend(StateBackendType type);
+  // Replaces the processing-time clock of the job's operators (state TTL,
+  // processing time). Meant for tests, with a ManualClock they advance; the
+  // clock must be thread-safe. Default: the system clock.
+  StreamExecutionEnvironment& setClock(std::shared_ptr<const Clock> clock);
   const std::vector<std::string>& getProgramArgs() const { return programArgs_; }
 
   // --- sources ---------------------------------------------------------------

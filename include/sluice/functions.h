@@ -22,6 +22,7 @@
 #include <sluice/core/runtime_context.h>
 #include <sluice/core/status.h>
 #include <sluice/graph/operator.h>
+#include <sluice/state/streaming_runtime_context.h>
 
 namespace sluice {
 
@@ -58,16 +59,17 @@ class RichFunction {
   virtual void close() {}
 
   // Valid from open() until close() returns. Throws when called outside it.
-  RuntimeContext& getRuntimeContext() const {
+  // Keyed state (getState, getListState, ...) is available on keyed streams.
+  StreamingRuntimeContext& getRuntimeContext() const {
     if (runtimeContext_ == nullptr) {
       throw SluiceException("getRuntimeContext() is only available between open() and close()");
     }
     return *runtimeContext_;
   }
-  void setRuntimeContext(RuntimeContext* context) { runtimeContext_ = context; }
+  void setRuntimeContext(StreamingRuntimeContext* context) { runtimeContext_ = context; }
 
  private:
-  RuntimeContext* runtimeContext_ = nullptr;
+  StreamingRuntimeContext* runtimeContext_ = nullptr;
 };
 
 template <class IN, class OUT>

@@ -24,11 +24,12 @@
 #include <utility>
 #include <vector>
 
-#include <sluice/core/flat_hash_map.h>
+#include <sluice/checkpointed_function.h>
 #include <sluice/core/key_hash.h>
 #include <sluice/core/serializer.h>
 #include <sluice/functions.h>
 #include <sluice/graph/operator.h>
+#include <sluice/keyed_state_handler.h>
 #include <sluice/sink.h>
 
 namespace sluice::internal {
@@ -347,7 +348,7 @@ class CustomNetworkFactory final : public NetworkOutputFactory {
 // Operator bases
 
 template <class F>
-void openFunction(F& f, RuntimeContext& context) {
+void openFunction(F& f, StreamingRuntimeContext& context) {
   if constexpr (std::is_base_of_v<RichFunction, F>) {
     f.setRuntimeContext(&context);
     f.open();
@@ -367,12 +368,15 @@ class OneInputOperator : public StreamOperatorBase, public Input<IN> {
   void setup(OperatorContext& context, OutputBase& output) override {
     StreamOperatorBase::setup(context, output);
     out_ = &static_cast<Output<OUT>&>(output);
+    runtime_.setBase(&context.runtimeContext());
   }
   int numberOfInputs() const override { return 1; }
   void* inputPointer(int) override { return static_cast<Input<IN>*>(this); }
 
  protected:
   Output<OUT>& output() { return *out_; }
+  // The context user functions get: the runtime's, plus keyed state.
+  StreamingRuntimeContext& streamingContext() { return runtime_; }
   // Emits `value` with the timestamp of `from`.
   template <class V>
   void emit(V&& value, const StreamRecord<IN>& from) {
@@ -386,6 +390,7 @@ class OneInputOperator : public StreamOperatorBase, public Input<IN> {
 
  private:
   Output<OUT>* out_ = nullptr;
+  StreamingRuntimeContext runtime_;
 };
 
 // Two inputs; the operator's watermark is the minimum of both inputs'.
@@ -395,6 +400,7 @@ class TwoInputOperator : public StreamOperatorBase {
   void setup(OperatorContext& context, OutputBase& output) override {
     StreamOperatorBase::setup(context, output);
     out_ = &static_cast<Output<OUT>&>(output);
+    runtime_.setBase(&context.runtimeContext());
   }
   int numberOfInputs() const override { return 2; }
   void* inputPointer(int index) override {
@@ -427,9 +433,11 @@ class TwoInputOperator : public StreamOperatorBase {
 
  protected:
   Output<OUT>& output() { return *out_; }
+  StreamingRuntimeContext& streamingContext() { return runtime_; }
   StreamRecord<OUT> record_;
 
  private:
+  StreamingRuntimeContext runtime_;
   template <class IN, int kIndex>
   struct Side final : Input<IN> {
     explicit Side(TwoInputOperator& op) : op(op) {}
@@ -491,65 +499,103 @@ class TimestampedCollector final : public Collector<OUT> {
 // ---------------------------------------------------------------------------
 // Operators
 
-template <class IN, class OUT, class F>
-class MapOperator final : public OneInputOperator<IN, OUT> {
+// An operator that runs one user function `f_`: opens and closes it, and
+// gives it operator state when it is a CheckpointedFunction (state restored
+// from an earlier version of the job is carried on even when it is not).
+// Operators with more to do in open() call UdfOperator::open() last.
+template <class Base, class F>
+class UdfOperator : public Base {
  public:
-  explicit MapOperator(F f) : f_(std::move(f)) {}
-  void open() override { openFunction(f_, this->context().runtimeContext()); }
+  explicit UdfOperator(F f) : f_(std::move(f)) {}
+  void initializeState(const OperatorStateRestore* restore) override {
+    functionState_.initialize(this->context(), restore, f_);
+  }
+  OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
+    OperatorStateSnapshot s;
+    s.operatorState = functionState_.snapshot(f_, checkpointId);
+    return s;
+  }
+  void open() override { openFunction(f_, this->streamingContext()); }
   void close() override { closeFunction(f_); }
-  void processElement(const StreamRecord<IN>& r) override {
-    if constexpr (std::is_invocable_v<F&, const IN&>) {
-      this->emit(f_(r.value), r);
-    } else {
-      this->emit(f_.map(r.value), r);
-    }
+
+ protected:
+  F f_;
+  FunctionStateHandler functionState_;
+};
+
+// A UdfOperator on a keyed stream: also owns the keyed state backend and
+// makes each element's key current before the function sees it.
+template <class Base, class F, class K>
+class KeyedUdfOperator : public UdfOperator<Base, F> {
+ public:
+  using UdfOperator<Base, F>::UdfOperator;
+  void initializeState(const OperatorStateRestore* restore) override {
+    keyed_.initialize(this->context(), restore);
+    this->streamingContext().setKeyedStateBackend(&keyed_.backend());
+    this->functionState_.initialize(this->context(), restore, this->f_, &keyed_.backend());
+  }
+  OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
+    OperatorStateSnapshot s;
+    s.keyedState = keyed_.snapshot();
+    s.operatorState = this->functionState_.snapshot(this->f_, checkpointId);
+    return s;
+  }
+  void close() override {
+    UdfOperator<Base, F>::close();
+    keyed_.dispose();
   }
 
- private:
-  F f_;
+ protected:
+  KeyedStateHandler<K> keyed_;
 };
 
 template <class IN, class OUT, class F>
-class FlatMapOperator final : public OneInputOperator<IN, OUT> {
+class MapOperator final : public UdfOperator<OneInputOperator<IN, OUT>, F> {
  public:
-  explicit FlatMapOperator(F f) : f_(std::move(f)) {}
+  using UdfOperator<OneInputOperator<IN, OUT>, F>::UdfOperator;
+  void processElement(const StreamRecord<IN>& r) override {
+    if constexpr (std::is_invocable_v<F&, const IN&>) {
+      this->emit(this->f_(r.value), r);
+    } else {
+      this->emit(this->f_.map(r.value), r);
+    }
+  }
+};
+
+template <class IN, class OUT, class F>
+class FlatMapOperator final : public UdfOperator<OneInputOperator<IN, OUT>, F> {
+ public:
+  using UdfOperator<OneInputOperator<IN, OUT>, F>::UdfOperator;
   void open() override {
     collector_.setOutput(&this->output());
-    openFunction(f_, this->context().runtimeContext());
+    UdfOperator<OneInputOperator<IN, OUT>, F>::open();
   }
-  void close() override { closeFunction(f_); }
   void processElement(const StreamRecord<IN>& r) override {
     collector_.setTimestampFrom(r.hasTimestamp, r.timestamp);
     if constexpr (std::is_invocable_v<F&, const IN&, Collector<OUT>&>) {
-      f_(r.value, collector_);
+      this->f_(r.value, collector_);
     } else {
-      f_.flatMap(r.value, collector_);
+      this->f_.flatMap(r.value, collector_);
     }
   }
 
  private:
-  F f_;
   TimestampedCollector<OUT> collector_;
 };
 
 template <class T, class F>
-class FilterOperator final : public OneInputOperator<T, T> {
+class FilterOperator final : public UdfOperator<OneInputOperator<T, T>, F> {
  public:
-  explicit FilterOperator(F f) : f_(std::move(f)) {}
-  void open() override { openFunction(f_, this->context().runtimeContext()); }
-  void close() override { closeFunction(f_); }
+  using UdfOperator<OneInputOperator<T, T>, F>::UdfOperator;
   void processElement(const StreamRecord<T>& r) override {
     bool keep;
     if constexpr (std::is_invocable_v<F&, const T&>) {
-      keep = f_(r.value);
+      keep = this->f_(r.value);
     } else {
-      keep = f_.filter(r.value);
+      keep = this->f_.filter(r.value);
     }
     if (keep) this->output().collect(r);
   }
-
- private:
-  F f_;
 };
 
 // The context handed to ProcessFunction-style user functions. `Base` is the
@@ -576,42 +622,42 @@ class ProcessContextImpl : public Base {
 };
 
 template <class IN, class OUT, class F>
-class ProcessOperator final : public OneInputOperator<IN, OUT> {
+class ProcessOperator final : public UdfOperator<OneInputOperator<IN, OUT>, F> {
  public:
-  explicit ProcessOperator(F f) : f_(std::move(f)) {}
+  using UdfOperator<OneInputOperator<IN, OUT>, F>::UdfOperator;
   void open() override {
     ctx_.setContext(&this->context());
     collector_.setOutput(&this->output());
-    openFunction(f_, this->context().runtimeContext());
+    UdfOperator<OneInputOperator<IN, OUT>, F>::open();
   }
-  void close() override { closeFunction(f_); }
   void processElement(const StreamRecord<IN>& r) override {
     ctx_.setCurrent(r.hasTimestamp, r.timestamp);
     collector_.setTimestampFrom(r.hasTimestamp, r.timestamp);
-    f_.processElement(r.value, ctx_, collector_);
+    this->f_.processElement(r.value, ctx_, collector_);
   }
 
  private:
-  F f_;
   ProcessContextImpl<typename ProcessFunction<IN, OUT>::Context> ctx_;
   TimestampedCollector<OUT> collector_;
 };
 
 template <class K, class IN, class OUT, class F, class KeySelector>
-class KeyedProcessOperator final : public OneInputOperator<IN, OUT> {
+class KeyedProcessOperator final : public KeyedUdfOperator<OneInputOperator<IN, OUT>, F, K> {
+  using Base = KeyedUdfOperator<OneInputOperator<IN, OUT>, F, K>;
+
  public:
-  KeyedProcessOperator(F f, KeySelector key) : f_(std::move(f)), key_(std::move(key)) {}
+  KeyedProcessOperator(F f, KeySelector key) : Base(std::move(f)), key_(std::move(key)) {}
   void open() override {
     ctx_.setContext(&this->context());
     collector_.setOutput(&this->output());
-    openFunction(f_, this->context().runtimeContext());
+    Base::open();
   }
-  void close() override { closeFunction(f_); }
   void processElement(const StreamRecord<IN>& r) override {
     ctx_.key = key_(r.value);
+    this->keyed_.setCurrentKey(ctx_.key);
     ctx_.setCurrent(r.hasTimestamp, r.timestamp);
     collector_.setTimestampFrom(r.hasTimestamp, r.timestamp);
-    f_.processElement(r.value, ctx_, collector_);
+    this->f_.processElement(r.value, ctx_, collector_);
   }
 
  private:
@@ -619,24 +665,9 @@ class KeyedProcessOperator final : public OneInputOperator<IN, OUT> {
     const K& getCurrentKey() const override { return key; }
     K key{};
   };
-  F f_;
   KeySelector key_;
   Ctx ctx_;
   TimestampedCollector<OUT> collector_;
-};
-
-// Hashes keys for an operator's own per-key table. FlatHashMap mixes the
-// result, so a 32-bit hash is enough; for short strings Java's hash is cheaper
-// than std::hash, and integers need no hashing at all.
-template <class K>
-struct KeyHasher {
-  uint64_t operator()(const K& key) const {
-    if constexpr (std::is_integral_v<K>) {
-      return static_cast<uint64_t>(key);
-    } else {
-      return static_cast<uint32_t>(javaHashCode(key));
-    }
-  }
 };
 
 // A reduce function that can update the running value in place:
@@ -648,46 +679,47 @@ concept InPlaceReducer = requires(const F& f, T& acc, const T& in) {
 
 // Keyed running reduce: emits the updated result for every element, like
 // Flink's StreamGroupedReduceOperator. `F` is T(const T& acc, const T& next)
-// or a ReduceFunction<T>. The per-key results live in this operator until
-// keyed state backends take them over.
+// or a ReduceFunction<T>. The running value of each key is keyed state (a
+// ValueState named "_op_state", as in Flink), so it lives in the configured
+// backend and is part of the operator's snapshots.
 template <class T, class K, class F, class KeySelector>
-class KeyedReduceOperator final : public OneInputOperator<T, T> {
+class KeyedReduceOperator final : public KeyedUdfOperator<OneInputOperator<T, T>, F, K> {
+  using Base = KeyedUdfOperator<OneInputOperator<T, T>, F, K>;
+
  public:
-  KeyedReduceOperator(F f, KeySelector key) : f_(std::move(f)), key_(std::move(key)) {}
-  void open() override { openFunction(f_, this->context().runtimeContext()); }
-  void close() override { closeFunction(f_); }
+  KeyedReduceOperator(F f, KeySelector key) : Base(std::move(f)), key_(std::move(key)) {}
+  void initializeState(const OperatorStateRestore* restore) override {
+    Base::initializeState(restore);
+    values_ = &getOrCreateValueState<VoidNamespace>(this->keyed_.backend(),
+                                                    ValueStateDescriptor<T>("_op_state"));
+  }
   void processElement(const StreamRecord<T>& r) override {
-    auto [slot, inserted] = values_.tryEmplace(key_(r.value));
-    StreamRecord<T>& acc = slot->value;
-    if (inserted) {
-      acc.value = r.value;
+    this->keyed_.setCurrentKey(key_(r.value));
+    std::optional<T> acc = values_->value();
+    if (!acc) {
+      acc.emplace(r.value);
     } else if constexpr (InPlaceReducer<F, T>) {
-      if (f_.apply(acc.value, r.value)) acc.value = r.value;
+      if (this->f_.apply(*acc, r.value)) *acc = r.value;
     } else if constexpr (std::is_invocable_v<F&, const T&, const T&>) {
-      acc.value = f_(acc.value, r.value);
+      *acc = this->f_(*acc, r.value);
     } else {
-      acc.value = f_.reduce(acc.value, r.value);
+      *acc = this->f_.reduce(*acc, r.value);
     }
-    // The stored record is emitted as it is: no copy of the value.
-    acc.timestamp = r.timestamp;
-    acc.hasTimestamp = r.hasTimestamp;
-    this->output().collect(acc);
+    values_->update(*acc);
+    this->emit(std::move(*acc), r);
   }
 
  private:
-  F f_;
   KeySelector key_;
-  FlatHashMap<K, StreamRecord<T>, KeyHasher<K>> values_;
+  InternalValueState<VoidNamespace, T>* values_ = nullptr;
 };
 
 template <class IN1, class IN2, class OUT, class F>
-class CoMapOperator final : public TwoInputOperator<IN1, IN2, OUT> {
+class CoMapOperator final : public UdfOperator<TwoInputOperator<IN1, IN2, OUT>, F> {
  public:
-  CoMapOperator(F f) : f_(std::move(f)) {}
-  void open() override { openFunction(f_, this->context().runtimeContext()); }
-  void close() override { closeFunction(f_); }
-  void processElement1(const StreamRecord<IN1>& r) override { emit(f_.map1(r.value), r); }
-  void processElement2(const StreamRecord<IN2>& r) override { emit(f_.map2(r.value), r); }
+  using UdfOperator<TwoInputOperator<IN1, IN2, OUT>, F>::UdfOperator;
+  void processElement1(const StreamRecord<IN1>& r) override { emit(this->f_.map1(r.value), r); }
+  void processElement2(const StreamRecord<IN2>& r) override { emit(this->f_.map2(r.value), r); }
 
  private:
   template <class R>
@@ -697,55 +729,50 @@ class CoMapOperator final : public TwoInputOperator<IN1, IN2, OUT> {
     this->record_.timestamp = from.timestamp;
     this->output().collect(this->record_);
   }
-  F f_;
 };
 
 template <class IN1, class IN2, class OUT, class F>
-class CoFlatMapOperator final : public TwoInputOperator<IN1, IN2, OUT> {
+class CoFlatMapOperator final : public UdfOperator<TwoInputOperator<IN1, IN2, OUT>, F> {
  public:
-  CoFlatMapOperator(F f) : f_(std::move(f)) {}
+  using UdfOperator<TwoInputOperator<IN1, IN2, OUT>, F>::UdfOperator;
   void open() override {
     collector_.setOutput(&this->output());
-    openFunction(f_, this->context().runtimeContext());
+    UdfOperator<TwoInputOperator<IN1, IN2, OUT>, F>::open();
   }
-  void close() override { closeFunction(f_); }
   void processElement1(const StreamRecord<IN1>& r) override {
     collector_.setTimestampFrom(r.hasTimestamp, r.timestamp);
-    f_.flatMap1(r.value, collector_);
+    this->f_.flatMap1(r.value, collector_);
   }
   void processElement2(const StreamRecord<IN2>& r) override {
     collector_.setTimestampFrom(r.hasTimestamp, r.timestamp);
-    f_.flatMap2(r.value, collector_);
+    this->f_.flatMap2(r.value, collector_);
   }
 
  private:
-  F f_;
   TimestampedCollector<OUT> collector_;
 };
 
 template <class IN1, class IN2, class OUT, class F>
-class CoProcessOperator final : public TwoInputOperator<IN1, IN2, OUT> {
+class CoProcessOperator final : public UdfOperator<TwoInputOperator<IN1, IN2, OUT>, F> {
  public:
-  CoProcessOperator(F f) : f_(std::move(f)) {}
+  using UdfOperator<TwoInputOperator<IN1, IN2, OUT>, F>::UdfOperator;
   void open() override {
     ctx_.setContext(&this->context());
     collector_.setOutput(&this->output());
-    openFunction(f_, this->context().runtimeContext());
+    UdfOperator<TwoInputOperator<IN1, IN2, OUT>, F>::open();
   }
-  void close() override { closeFunction(f_); }
   void processElement1(const StreamRecord<IN1>& r) override {
     ctx_.setCurrent(r.hasTimestamp, r.timestamp);
     collector_.setTimestampFrom(r.hasTimestamp, r.timestamp);
-    f_.processElement1(r.value, ctx_, collector_);
+    this->f_.processElement1(r.value, ctx_, collector_);
   }
   void processElement2(const StreamRecord<IN2>& r) override {
     ctx_.setCurrent(r.hasTimestamp, r.timestamp);
     collector_.setTimestampFrom(r.hasTimestamp, r.timestamp);
-    f_.processElement2(r.value, ctx_, collector_);
+    this->f_.processElement2(r.value, ctx_, collector_);
   }
 
  private:
-  F f_;
   ProcessContextImpl<typename CoProcessFunction<IN1, IN2, OUT>::Context> ctx_;
   TimestampedCollector<OUT> collector_;
 };
@@ -757,6 +784,16 @@ class SinkOperator final : public OneInputOperator<T, T>,
                            private WriterInitContext {
  public:
   explicit SinkOperator(std::shared_ptr<const Sink<T>> sink) : sink_(std::move(sink)) {}
+  // A Sink has no operator state of its own yet (two-phase commit comes
+  // with checkpoints); state restored from an earlier job is carried on.
+  void initializeState(const OperatorStateRestore* restore) override {
+    functionState_.initializeBackend(this->context(), restore);
+  }
+  OperatorStateSnapshot snapshotState(int64_t) override {
+    OperatorStateSnapshot s;
+    s.operatorState = functionState_.backend().snapshot();
+    return s;
+  }
   void open() override { writer_ = sink_->createWriter(*this); }
   void processElement(const StreamRecord<T>& r) override {
     current_ = &r;
@@ -786,6 +823,7 @@ class SinkOperator final : public OneInputOperator<T, T>,
   RuntimeContext& getRuntimeContext() override { return this->context().runtimeContext(); }
 
   std::shared_ptr<const Sink<T>> sink_;
+  FunctionStateHandler functionState_;
   std::unique_ptr<SinkWriter<T>> writer_;
   const StreamRecord<T>* current_ = nullptr;
   int64_t watermark_ = kMinTimestamp;

@@ -4,6 +4,9 @@
 // StreamExecutionEnvironment, then execute() it. See docs/datastream-api.md.
 #pragma once
 
+#include <sluice/broadcast.h>
+#include <sluice/checkpointed_function.h>
+#include <sluice/core/clock.h>
 #include <sluice/core/config.h>
 #include <sluice/core/key_hash.h>
 #include <sluice/core/runtime_context.h>
@@ -17,3 +20,7 @@
 #include <sluice/sinks.h>
 #include <sluice/source.h>
 #include <sluice/sources.h>
+#include <sluice/state/keyed_state_backend.h>
+#include <sluice/state/operator_state.h>
+#include <sluice/state/state.h>
+#include <sluice/state/streaming_runtime_context.h>

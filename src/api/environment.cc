@@ -76,6 +76,18 @@ runtime::MiniClusterOptions clusterOptions(const Configuration& config) {
     throw SluiceException(
         "taskmanager.network.memory.floating-buffers-per-gate must not be negative");
   }
+  (void)parseStateBackendType(config.get(options::kStateBackendType));
+  double wb = config.get(options::kStateBackendRocksDbMemoryWriteBufferRatio);
+  if (!(wb > 0 && wb < 1)) {
+    throw SluiceException(fmt::format(
+        "state.backend.rocksdb.memory.write-buffer-ratio must be in (0, 1), got {}", wb));
+  }
+  double hp = config.get(options::kStateBackendRocksDbMemoryHighPrioPoolRatio);
+  if (!(hp >= 0 && hp < 1)) {
+    throw SluiceException(fmt::format(
+        "state.backend.rocksdb.memory.high-prio-pool-ratio must be in [0, 1), got {}", hp));
+  }
+  o.configuration = config;
   return o;
 }
 
@@ -83,6 +95,7 @@ std::shared_ptr<JobHandle> start(const std::shared_ptr<EnvironmentState>& state,
                                  const std::string& jobName) {
   auto graph = prepare(*state, jobName);
   auto options = clusterOptions(state->config);
+  options.clock = state->clock;
   // As in Flink, execute() consumes the transformations built so far.
   state->graph = StreamGraph();
   std::shared_ptr<runtime::JobRun> run;
@@ -148,6 +161,22 @@ StreamExecutionEnvironment StreamExecutionEnvironment::getExecutionEnvironment(
 StreamExecutionEnvironment StreamExecutionEnvironment::getExecutionEnvironment() {
   const char* argv[] = {"sluice"};
   return getExecutionEnvironment(1, argv);
+}
+
+StreamExecutionEnvironment& StreamExecutionEnvironment::setStateBackend(const std::string& type) {
+  return setStateBackend(parseStateBackendType(type));
+}
+
+StreamExecutionEnvironment& StreamExecutionEnvironment::setStateBackend(StateBackendType type) {
+  state_->config.set(options::kStateBackendType, std::string(stateBackendTypeName(type)));
+  return *this;
+}
+
+StreamExecutionEnvironment& StreamExecutionEnvironment::setClock(
+    std::shared_ptr<const Clock> clock) {
+  if (!clock) throw SluiceException("setClock: the clock must not be null");
+  state_->clock = std::move(clock);
+  return *this;
 }
 
 StreamExecutionEnvironment& StreamExecutionEnvironment::setParallelism(int parallelism) {

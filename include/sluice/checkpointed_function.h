@@ -1,0 +1,223 @@
+// CheckpointedFunction: a user function that keeps operator state of its own,
+// as in Flink.
+//
+// A function class that also derives from CheckpointedFunction gets
+// initializeState() once per subtask, before open(), and snapshotState() for
+// every checkpoint, on the task thread between two elements:
+//
+//   class BufferingSink : public RichMapFunction<Event, Event>, public CheckpointedFunction {
+//    public:
+//     void initializeState(FunctionInitializationContext& ctx) override {
+//       buffered_ = &ctx.getOperatorStateStore().getListState(ListStateDescriptor<Event>("buf"));
+//       if (ctx.isRestored()) pending_ = buffered_->get();
+//     }
+//     void snapshotState(const FunctionSnapshotContext&) override { buffered_->update(pending_); }
+//     ...
+//   };
+//
+// The usual pattern keeps working data in plain members and copies it into
+// the state in snapshotState(); state objects may also be used directly.
+// Operator state (getOperatorStateStore) exists on every stream; keyed state
+// (getKeyedStateStore) only on keyed streams. How operator state is
+// redistributed on restore at another parallelism: see
+// sluice/state/operator_state.h and docs/state-operator-and-broadcast.md.
+//
+// An exception thrown from either method fails the task.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include <sluice/core/status.h>
+#include <sluice/graph/operator.h>
+#include <sluice/state/keyed_state.h>
+#include <sluice/state/keyed_state_backend.h>
+#include <sluice/state/operator_state.h>
+#include <sluice/state/state.h>
+
+namespace sluice {
+
+// What snapshotState() is told about the checkpoint. Valid during the call.
+class FunctionSnapshotContext {
+ public:
+  FunctionSnapshotContext(int64_t checkpointId, int64_t checkpointTimestamp)
+      : checkpointId_(checkpointId), checkpointTimestamp_(checkpointTimestamp) {}
+  // Increases from one checkpoint to the next.
+  int64_t getCheckpointId() const { return checkpointId_; }
+  // Milliseconds since the epoch, read from the operator's processing-time
+  // clock when the operator took its snapshot.
+  int64_t getCheckpointTimestamp() const { return checkpointTimestamp_; }
+
+ private:
+  int64_t checkpointId_;
+  int64_t checkpointTimestamp_;
+};
+
+// Keyed state for initializeState(), as in Flink's KeyedStateStore: the same
+// state objects getRuntimeContext().getState(...) returns later. There is no
+// current key during initializeState(): obtain the state objects there, use
+// them per element. Every call throws on a non-keyed stream.
+class KeyedStateStore {
+ public:
+  KeyedStateStore(KeyedStateBackend* backend, std::string operatorName)
+      : backend_(backend), operatorName_(std::move(operatorName)) {}
+
+  template <class T>
+  ValueState<T>& getState(const ValueStateDescriptor<T>& desc) {
+    return getOrCreateValueState<VoidNamespace>(backend(), desc);
+  }
+  template <class T>
+  ListState<T>& getListState(const ListStateDescriptor<T>& desc) {
+    return getOrCreateListState<VoidNamespace>(backend(), desc);
+  }
+  template <class UK, class UV>
+  MapState<UK, UV>& getMapState(const MapStateDescriptor<UK, UV>& desc) {
+    return getOrCreateMapState<VoidNamespace>(backend(), desc);
+  }
+  template <class T>
+  ReducingState<T>& getReducingState(const ReducingStateDescriptor<T>& desc) {
+    return getOrCreateReducingState<VoidNamespace>(backend(), desc);
+  }
+  template <class IN, class ACC, class OUT>
+  AggregatingState<IN, OUT>& getAggregatingState(
+      const AggregatingStateDescriptor<IN, ACC, OUT>& desc) {
+    return getOrCreateAggregatingState<VoidNamespace>(backend(), desc);
+  }
+
+  bool isKeyed() const { return backend_ != nullptr; }
+
+ private:
+  KeyedStateBackend& backend() const {
+    if (backend_ == nullptr) {
+      throw SluiceException(
+          "Keyed state can only be used on a 'keyed stream', i.e., after a 'keyBy()' operation "
+          "(operator '" +
+          operatorName_ + "', getKeyedStateStore() in initializeState)");
+    }
+    return *backend_;
+  }
+
+  KeyedStateBackend* backend_;
+  std::string operatorName_;
+};
+
+// What initializeState() gets. Valid during the call; the state objects
+// obtained through it stay valid until the operator closes.
+class FunctionInitializationContext {
+ public:
+  FunctionInitializationContext(bool restored, OperatorStateStore& operatorState,
+                                KeyedStateStore& keyedState)
+      : restored_(restored), operatorState_(operatorState), keyedState_(keyedState) {}
+  // True when the operator is being restored from a checkpoint or savepoint
+  // (even if this subtask's share of the state is empty); false on a fresh
+  // start.
+  bool isRestored() const { return restored_; }
+  OperatorStateStore& getOperatorStateStore() { return operatorState_; }
+  // Throws on use on a non-keyed stream.
+  KeyedStateStore& getKeyedStateStore() { return keyedState_; }
+
+ private:
+  bool restored_;
+  OperatorStateStore& operatorState_;
+  KeyedStateStore& keyedState_;
+};
+
+class CheckpointedFunction {
+ public:
+  virtual ~CheckpointedFunction() = default;
+  // Copies the function's working data into its state for checkpoint
+  // `context.getCheckpointId()`.
+  virtual void snapshotState(const FunctionSnapshotContext& context) = 0;
+  // Obtains the function's state objects and, when restored, reads them.
+  virtual void initializeState(FunctionInitializationContext& context) = 0;
+};
+
+namespace internal {
+
+// The operator-state plumbing every operator with a user function shares:
+// owns the operator's OperatorStateBackend, restores it, and runs the
+// function's CheckpointedFunction hooks. Task thread only.
+//
+// In the operator (F the user function type, keyed_ its KeyedStateHandler on
+// keyed streams):
+//
+//   void initializeState(const OperatorStateRestore* restore) override {
+//     functionState_.initialize(this->context(), restore, f_);            // non-keyed
+//     functionState_.initialize(this->context(), restore, f_, &keyed_.backend());  // keyed
+//   }
+//   OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
+//     OperatorStateSnapshot s;
+//     s.keyedState = keyed_.snapshot();                                   // keyed only
+//     s.operatorState = functionState_.snapshot(f_, checkpointId);
+//     return s;
+//   }
+//
+// Operators that register state of their own in between (broadcast state)
+// call initializeBackend() and initializeFunction() separately.
+class FunctionStateHandler {
+ public:
+  // Creates the backend and restores this subtask's share, when restoring.
+  void initializeBackend(OperatorContext& context, const OperatorStateRestore* restore) {
+    context_ = &context;
+    restored_ = restore != nullptr;
+    backend_ = std::make_unique<OperatorStateBackend>(context.runtimeContext().getOperatorName());
+    if (restore != nullptr) backend_->restore(restore->operatorState);
+  }
+
+  // Calls the function's initializeState() if it is a CheckpointedFunction.
+  // `keyed` is the operator's keyed backend, null on non-keyed streams.
+  template <class F>
+  void initializeFunction(F& function, KeyedStateBackend* keyed = nullptr) {
+    if constexpr (std::is_base_of_v<CheckpointedFunction, F>) {
+      KeyedStateStore keyedStore(keyed, backend().operatorName());
+      FunctionInitializationContext ctx(restored_, backend(), keyedStore);
+      static_cast<CheckpointedFunction&>(function).initializeState(ctx);
+    } else {
+      (void)function;
+      (void)keyed;
+    }
+  }
+
+  template <class F>
+  void initialize(OperatorContext& context, const OperatorStateRestore* restore, F& function,
+                  KeyedStateBackend* keyed = nullptr) {
+    initializeBackend(context, restore);
+    initializeFunction(function, keyed);
+  }
+
+  // Runs the function's snapshotState() if it is a CheckpointedFunction and
+  // serializes the operator state (OperatorStateSnapshot::operatorState).
+  template <class F>
+  std::string snapshot(F& function, int64_t checkpointId) {
+    OperatorStateBackend& operatorState = backend();
+    if constexpr (std::is_base_of_v<CheckpointedFunction, F>) {
+      FunctionSnapshotContext ctx(checkpointId, context_->clock().currentTimeMillis());
+      static_cast<CheckpointedFunction&>(function).snapshotState(ctx);
+    } else {
+      (void)function;
+      (void)checkpointId;
+    }
+    return operatorState.snapshot();
+  }
+
+  bool initialized() const { return backend_ != nullptr; }
+  bool isRestored() const { return restored_; }
+  OperatorStateBackend& backend() {
+    if (backend_ == nullptr) {
+      throw SluiceException("operator state used before the operator's initializeState()");
+    }
+    return *backend_;
+  }
+
+ private:
+  OperatorContext* context_ = nullptr;
+  std::unique_ptr<OperatorStateBackend> backend_;
+  bool restored_ = false;
+};
+
+}  // namespace internal
+
+}  // namespace sluice

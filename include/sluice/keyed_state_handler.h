@@ -1,0 +1,84 @@
+// KeyedStateHandler<K>: the keyed-state plumbing every keyed operator shares.
+//
+// It creates the operator's KeyedStateBackend in initializeState() from the
+// job configuration (`state.backend.type`, RocksDB's local directory, the
+// slot's managed memory), restores it from a snapshot when there is one,
+// serializes each element's key once and makes it the backend's current key,
+// and snapshots and disposes of the backend. Task thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <sluice/core/key_hash.h>
+#include <sluice/core/serializer.h>
+#include <sluice/graph/operator.h>
+#include <sluice/state/keyed_state_backend.h>
+
+namespace sluice::internal {
+
+// Builds the backend for `context`'s subtask (untyped part, src/api).
+std::unique_ptr<KeyedStateBackend> createKeyedBackendFor(OperatorContext& context,
+                                                         KeyedBackendParams params,
+                                                         const OperatorStateRestore* restore);
+
+// Adapts a backend snapshot to the runtime's writer interface.
+std::unique_ptr<StateSnapshotWriter> adaptSnapshot(std::unique_ptr<KeyedStateSnapshot> snapshot);
+
+template <class K>
+class KeyedStateHandler {
+  static_assert(Serializable<K>, "a keyed operator's key type needs a sluice::TypeSerializer");
+
+ public:
+  void initialize(OperatorContext& context, const OperatorStateRestore* restore) {
+    RuntimeContext& rc = context.runtimeContext();
+    maxParallelism_ = rc.getMaxNumberOfParallelSubtasks();
+    KeyedBackendParams params;
+    params.operatorName = rc.getOperatorName();
+    params.subtaskIndex = rc.getIndexOfThisSubtask();
+    params.maxParallelism = maxParallelism_;
+    params.keyGroupRange = computeKeyGroupRangeForOperatorIndex(
+        maxParallelism_, rc.getNumberOfParallelSubtasks(), rc.getIndexOfThisSubtask());
+    params.keySchema = TypeSerializer<K>::schema();
+    params.keyLength = [](const uint8_t* data, size_t size) -> size_t {
+      DataInputView in(data, size);
+      K scratch{};
+      TypeSerializer<K>::deserialize(scratch, in);
+      return in.position();
+    };
+    backend_ = createKeyedBackendFor(context, std::move(params), restore);
+  }
+
+  // Makes `key` the current key of every keyed state of the operator.
+  void setCurrentKey(const K& key) {
+    keyBytes_.clear();
+    DataOutputView out(keyBytes_);
+    TypeSerializer<K>::serialize(key, out);
+    backend_->setCurrentKey(keyBytes_.data(), keyBytes_.size(),
+                            assignToKeyGroup(key, maxParallelism_));
+  }
+
+  // The key of serialized `bytes`, as forEachKey reports them.
+  static K deserializeKey(std::string_view bytes) {
+    DataInputView in(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+    K key{};
+    TypeSerializer<K>::deserialize(key, in);
+    return key;
+  }
+
+  bool initialized() const { return backend_ != nullptr; }
+  KeyedStateBackend& backend() { return *backend_; }
+  std::unique_ptr<StateSnapshotWriter> snapshot() { return adaptSnapshot(backend_->snapshot()); }
+  void dispose() {
+    if (backend_) backend_->dispose();
+  }
+
+ private:
+  std::unique_ptr<KeyedStateBackend> backend_;
+  std::vector<uint8_t> keyBytes_;
+  int32_t maxParallelism_ = 128;
+};
+
+}  // namespace sluice::internal
