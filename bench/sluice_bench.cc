@@ -9,20 +9,28 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <system_error>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -92,6 +100,7 @@ struct Row {
   std::optional<double> ratioToBaseline;  // records/s of this row over the baseline's
   std::string target;                     // e.g. ">=50M/s"
   std::optional<bool> targetMet;
+  std::string extraJson;  // more fields for the JSON row: `"key": value, ...` (state-ltm)
 
   double recordsPerSecond() const { return records / best.wallSeconds; }
   double recordsPerCpuSecond() const { return records / best.cpuSeconds; }
@@ -318,7 +327,9 @@ Row runChained(int64_t n, int parallelism, int repeat) {
 // ---------------------------------------------------------------------------
 // (b) keyed-sum: generator of (i % 10000, 1) -> keyBy -> sum(1) -> sink.
 
-Row runKeyedSum(int64_t n, int parallelism, int repeat) {
+// `backend`: "hashmap" or "rocksdb" for state.backend.type; empty keeps the
+// configured default (and the plain workload name).
+Row runKeyedSum(int64_t n, int parallelism, int repeat, const std::string& backend = {}) {
   // Key k occurs floor(n / K) times, once more if k < n mod K; its running
   // sums are 1..c_k.
   std::vector<int64_t> expected(kNumKeys);
@@ -329,11 +340,12 @@ Row runKeyedSum(int64_t n, int parallelism, int repeat) {
     expectedValueSum += static_cast<uint64_t>(c) * static_cast<uint64_t>(c + 1) / 2;
   }
 
-  Row row("keyed-sum", parallelism, n);
+  Row row(backend.empty() ? "keyed-sum" : "keyed-sum/" + backend, parallelism, n);
   row.best = bestOf(repeat, [&] {
     auto totals = std::make_shared<KeyedTotals>();
     sluice::StreamExecutionEnvironment env;
     env.setParallelism(parallelism);
+    if (!backend.empty()) env.setStateBackend(backend);
     auto pairs = [](int64_t i) { return KeyValue{i % kNumKeys, 1}; };
     env.fromGenerator(pairs, n)
         .keyBy([](const KeyValue& kv) { return kv.first; })
@@ -352,8 +364,10 @@ Row runKeyedSum(int64_t n, int parallelism, int repeat) {
           "keyed-sum: checksum of emitted running sums differs");
     return s;
   });
-  row.target = ">=10M rec/s";
-  row.targetMet = row.recordsPerSecond() >= 10e6;
+  if (backend.empty() || backend == "hashmap") {
+    row.target = ">=10M rec/s";
+    row.targetMet = row.recordsPerSecond() >= 10e6;
+  }
   return row;
 }
 
@@ -452,8 +466,11 @@ struct WordCountRows {
   std::vector<Row> engine;
 };
 
+// `backends`: state.backend.type values to run the engine rows with; {""}
+// keeps the configured default (and the plain workload name).
 WordCountRows runWordCount(int64_t words, const std::vector<int>& parallelisms, int repeat,
-                           bool withEngine, bool verifyFinalCounts) {
+                           bool withEngine, bool verifyFinalCounts,
+                           const std::vector<std::string>& backends = {""}) {
   Corpus corpus = buildCorpus(words);
   std::fprintf(stderr,
                "wordcount corpus: %zu lines, %" PRId64
@@ -475,13 +492,17 @@ WordCountRows runWordCount(int64_t words, const std::vector<int>& parallelisms, 
   });
   out.baseline.peakRssMiB = peakRssMiB();
 
-  for (int p : parallelisms) {
+  // Every backend at every parallelism, backends outermost.
+  for (size_t run = 0; run < backends.size() * parallelisms.size(); ++run) {
+    const std::string& backend = backends[run / parallelisms.size()];
+    const int p = parallelisms[run % parallelisms.size()];
     if (!withEngine) break;
     // Untimed: the engine's final count for every word equals the baseline's.
     if (verifyFinalCounts) {
       auto finals = std::make_shared<WordFinal>();
       sluice::StreamExecutionEnvironment env;
       env.setParallelism(p);
+      if (!backend.empty()) env.setStateBackend(backend);
       buildWordCountJob(env, corpus, std::make_shared<WordFinalSink>(finals));
       env.execute("bench-wordcount-verify");
       check(finals->counts == reference, "wordcount (p=" + std::to_string(p) +
@@ -489,11 +510,12 @@ WordCountRows runWordCount(int64_t words, const std::vector<int>& parallelisms, 
                                              std::to_string(finals->counts.size()) + " vs " +
                                              std::to_string(reference.size()) + " words)");
     }
-    Row row("wordcount", p, corpus.words);
+    Row row(backend.empty() ? "wordcount" : "wordcount/" + backend, p, corpus.words);
     row.best = bestOf(repeat, [&] {
       auto totals = std::make_shared<WordTotals>();
       sluice::StreamExecutionEnvironment env;
       env.setParallelism(p);
+      if (!backend.empty()) env.setStateBackend(backend);
       buildWordCountJob(env, corpus, std::make_shared<WordChecksumSink>(totals));
       Sample s = measure([&] { env.execute("bench-wordcount"); });
       check(totals->count == corpus.words, "wordcount: " + std::to_string(totals->count.load()) +
@@ -503,12 +525,348 @@ WordCountRows runWordCount(int64_t words, const std::vector<int>& parallelisms, 
       return s;
     });
     row.ratioToBaseline = row.recordsPerSecond() / out.baseline.recordsPerSecond();
-    row.target = ">=5M words/cpu-s";
-    row.targetMet = row.recordsPerCpuSecond() >= 5e6;
+    if (backend.empty() || backend == "hashmap") {
+      row.target = ">=5M words/cpu-s";
+      row.targetMet = row.recordsPerCpuSecond() >= 5e6;
+    }
     row.peakRssMiB = peakRssMiB();
     out.engine.push_back(row);
   }
   return out;
+}
+
+// ---------------------------------------------------------------------------
+// (d) state-ltm: keyed state several times larger than RocksDB's managed
+// memory. A generator of N records over kLtmKeys distinct int64 keys ->
+// keyBy -> a KeyedProcessFunction keeping a ~200-byte ValueState<std::string>
+// and a ValueState<int64_t> counter per key -> sink. Record i has key
+// (i * kLtmStride) mod kLtmKeys, so every kLtmKeys consecutive records touch
+// each key once, in scattered order: the first pass inserts, the second (and
+// any later one) reads, modifies and rewrites state that is mostly out of the
+// block cache. Default N = 2 * kLtmKeys: tenths 1-5 insert, 6-10 update.
+
+constexpr int64_t kLtmKeys = 2'000'000;
+constexpr int64_t kLtmStride = 1'000'003;  // prime, coprime to kLtmKeys
+constexpr size_t kLtmPayloadBytes = 200;
+constexpr int64_t kLtmManagedMiB = 64;
+constexpr int kLtmTenths = 10;
+
+std::string si(double v);  // Output, below
+
+// A /proc/self/status field in MiB (VmRSS, VmHWM), 0 when unreadable.
+double procStatusMiB(const char* field) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  const std::string prefix = std::string(field) + ":";
+  while (std::getline(status, line)) {
+    if (line.rfind(prefix, 0) == 0) {
+      return std::strtod(line.c_str() + prefix.size(), nullptr) / 1024.0;
+    }
+  }
+  return 0;
+}
+
+// Bytes of the regular files under `dir`; files that vanish while it walks
+// (RocksDB compacts concurrently) are skipped.
+uint64_t directoryBytes(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  uint64_t total = 0;
+  std::error_code ec;
+  fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
+  for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    std::error_code fileEc;
+    if (!it->is_regular_file(fileEc) || fileEc) continue;
+    const uintmax_t size = it->file_size(fileEc);
+    if (!fileEc) total += size;
+  }
+  return total;
+}
+
+// Samples the size of a directory tree and the process RSS every 100 ms on a
+// background thread, keeping the maxima.
+class ResourceSampler {
+ public:
+  explicit ResourceSampler(std::filesystem::path dir)
+      : dir_(std::move(dir)), thread_([this] { run(); }) {}
+  ~ResourceSampler() { stop(); }
+  ResourceSampler(const ResourceSampler&) = delete;
+  ResourceSampler& operator=(const ResourceSampler&) = delete;
+
+  void stop() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  uint64_t maxDirBytes() const { return maxDirBytes_; }
+  double maxRssMiB() const { return maxRssMiB_; }
+
+ private:
+  void run() {
+    std::unique_lock lock(mu_);
+    while (!stop_) {
+      lock.unlock();
+      const uint64_t bytes = directoryBytes(dir_);
+      maxDirBytes_ = std::max(maxDirBytes_, bytes);
+      maxRssMiB_ = std::max(maxRssMiB_, procStatusMiB("VmRSS"));
+      lock.lock();
+      cv_.wait_for(lock, std::chrono::milliseconds(100), [this] { return stop_; });
+    }
+  }
+
+  std::filesystem::path dir_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  // Written by the sampler thread only; read after stop() joined it.
+  uint64_t maxDirBytes_ = 0;
+  double maxRssMiB_ = 0;
+  std::thread thread_;  // last: starts after the fields above exist
+};
+
+// Written on the keyed operator's task thread; read after execute() returns.
+struct LtmProgress {
+  int64_t records = 0;  // expected total
+  int64_t seen = 0;
+  std::array<Clock::time_point, kLtmTenths + 1> at{};  // [0] first record, [k] after k tenths
+  int64_t badPayloads = 0;
+  int64_t distinctKeys = 0;
+  double rssAtLastRecordMiB = 0;
+  std::filesystem::path localDir;  // state.backend.rocksdb.localdir
+  uint64_t dirBytesAtLastRecord = 0;
+};
+
+void writeLtmHeader(std::string& payload, int64_t key, int64_t count) {
+  std::memcpy(payload.data(), &key, sizeof key);
+  std::memcpy(payload.data() + sizeof key, &count, sizeof count);
+}
+
+class LtmFunction final : public sluice::KeyedProcessFunction<int64_t, int64_t, KeyValue> {
+ public:
+  explicit LtmFunction(std::shared_ptr<LtmProgress> progress) : progress_(std::move(progress)) {}
+
+  void open() override {
+    payload_ = &getRuntimeContext().getState(sluice::ValueStateDescriptor<std::string>("payload"));
+    count_ = &getRuntimeContext().getState(sluice::ValueStateDescriptor<int64_t>("count"));
+  }
+
+  void processElement(const int64_t& key, Context&, sluice::Collector<KeyValue>& out) override {
+    LtmProgress& p = *progress_;
+    if (p.seen == 0) p.at[0] = Clock::now();
+
+    const int64_t previous = count_->value().value_or(0);
+    const int64_t count = previous + 1;
+    count_->update(count);
+
+    // The payload holds [key | count | filler]; a stored one must hold this
+    // key and the previous count, so every read is checked.
+    std::optional<std::string> payload = payload_->value();
+    if (!payload) {
+      if (previous != 0) ++p.badPayloads;
+      ++p.distinctKeys;
+      // Incompressible filler (RocksDB compresses its files), fixed per key.
+      payload.emplace(kLtmPayloadBytes, '\0');
+      uint64_t x = static_cast<uint64_t>(key);
+      for (size_t i = 16; i < kLtmPayloadBytes; i += 8) {
+        x += 0x9E3779B97F4A7C15ULL;  // splitmix64
+        uint64_t z = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+        z ^= z >> 31;
+        std::memcpy(payload->data() + i, &z, std::min<size_t>(8, kLtmPayloadBytes - i));
+      }
+    } else {
+      int64_t storedKey = 0;
+      int64_t storedCount = 0;
+      if (payload->size() == kLtmPayloadBytes) {
+        std::memcpy(&storedKey, payload->data(), sizeof storedKey);
+        std::memcpy(&storedCount, payload->data() + sizeof storedKey, sizeof storedCount);
+      }
+      if (payload->size() != kLtmPayloadBytes || storedKey != key || storedCount != previous) {
+        ++p.badPayloads;
+        payload->resize(kLtmPayloadBytes);
+      }
+    }
+    writeLtmHeader(*payload, key, count);
+    payload_->update(*payload);
+    out.collect(KeyValue{key, count});
+
+    ++p.seen;
+    // Tenth k ends after ceil(k * N / 10) records.
+    for (int k = 1; k <= kLtmTenths; ++k) {
+      if (p.seen != (p.records * k + kLtmTenths - 1) / kLtmTenths) continue;
+      p.at[k] = Clock::now();
+      // Progress, for long runs: this tenth's rate so far.
+      const int64_t begin = (p.records * (k - 1) + kLtmTenths - 1) / kLtmTenths;
+      const double s = std::chrono::duration<double>(p.at[k] - p.at[k - 1]).count();
+      std::fprintf(stderr, "state-ltm: tenth %d/%d done, %.0f records/s\n", k, kLtmTenths,
+                   s > 0 ? static_cast<double>(p.seen - begin) / s : 0.0);
+    }
+    if (p.seen == p.records) {
+      p.rssAtLastRecordMiB = procStatusMiB("VmRSS");
+      p.dirBytesAtLastRecord = directoryBytes(p.localDir);
+    }
+  }
+
+ private:
+  std::shared_ptr<LtmProgress> progress_;
+  sluice::ValueState<std::string>* payload_ = nullptr;
+  sluice::ValueState<int64_t>* count_ = nullptr;
+};
+
+// Count and sum of the emitted counts.
+class KeyValueChecksumSink final : public sluice::Sink<KeyValue> {
+ public:
+  explicit KeyValueChecksumSink(std::shared_ptr<CountSum> totals) : totals_(std::move(totals)) {}
+  std::unique_ptr<sluice::SinkWriter<KeyValue>> createWriter(
+      sluice::WriterInitContext&) const override {
+    return std::make_unique<Writer>(totals_);
+  }
+
+ private:
+  class Writer final : public sluice::SinkWriter<KeyValue> {
+   public:
+    explicit Writer(std::shared_ptr<CountSum> totals) : totals_(std::move(totals)) {}
+    void write(const KeyValue& kv, const sluice::SinkWriterContext&) override {
+      ++count_;
+      sum_ += static_cast<uint64_t>(kv.second);
+    }
+    void close() override {
+      totals_->count += count_;
+      totals_->sum += sum_;
+      count_ = 0;
+      sum_ = 0;
+    }
+
+   private:
+    std::shared_ptr<CountSum> totals_;
+    int64_t count_ = 0;
+    uint64_t sum_ = 0;
+  };
+  std::shared_ptr<CountSum> totals_;
+};
+
+// Runs once (not best of --repeat): a run takes minutes and its point is the
+// shape over time, not the best time.
+Row runStateLtm(int64_t n) {
+  namespace fs = std::filesystem;
+  // Key k occurs n / K times, once more for the first n mod K positions.
+  const uint64_t full = static_cast<uint64_t>(n / kLtmKeys);
+  const uint64_t rem = static_cast<uint64_t>(n % kLtmKeys);
+  const uint64_t expectedSum = rem * (full + 1) * (full + 2) / 2 +
+                               (static_cast<uint64_t>(kLtmKeys) - rem) * full * (full + 1) / 2;
+  const int64_t expectedKeys = std::min<int64_t>(n, kLtmKeys);
+  const int64_t budgetBytes = kLtmManagedMiB << 20;
+
+  char pattern[] = "/tmp/sluice-bench-ltm-XXXXXX";
+  if (mkdtemp(pattern) == nullptr) throw std::runtime_error("state-ltm: mkdtemp failed");
+  const fs::path dir = pattern;
+  struct RemoveDir {
+    fs::path dir;
+    ~RemoveDir() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } removeDir{dir};
+
+  sluice::Configuration conf;
+  conf.setString("state.backend.type", "rocksdb");
+  conf.setString("taskmanager.memory.managed.size", std::to_string(kLtmManagedMiB) + " mb");
+  conf.setString("state.backend.rocksdb.localdir", dir.string());
+  sluice::StreamExecutionEnvironment env(conf);
+  env.setParallelism(1);
+  auto progress = std::make_shared<LtmProgress>();
+  progress->records = n;
+  progress->localDir = dir;
+  auto totals = std::make_shared<CountSum>();
+  env.fromGenerator(
+         [](int64_t i) {
+           return static_cast<int64_t>((static_cast<unsigned __int128>(i) * kLtmStride) % kLtmKeys);
+         },
+         n)
+      .keyBy([](const int64_t& k) { return k; })
+      .process(LtmFunction(progress))
+      .name("LargeState")
+      .sinkTo(KeyValueChecksumSink(totals), "Discard");
+
+  // Best effort: reset VmHWM so the peak is this run's, not an earlier
+  // workload's (Linux >= 4.0).
+  { std::ofstream("/proc/self/clear_refs") << "5"; }
+  const double rssBeforeMiB = procStatusMiB("VmRSS");
+  ResourceSampler sampler(dir);
+  Row row("state-ltm", 1, n);
+  row.best = measure([&] { env.execute("bench-state-ltm"); });
+  sampler.stop();
+  const double peakMiB = procStatusMiB("VmHWM");
+  const double rssAfterMiB = procStatusMiB("VmRSS");
+
+  const LtmProgress& p = *progress;
+  check(p.seen == n, "state-ltm: the function saw " + std::to_string(p.seen) +
+                         " records, expected " + std::to_string(n));
+  check(p.badPayloads == 0, "state-ltm: " + std::to_string(p.badPayloads) +
+                                " reads returned a wrong or missing payload");
+  check(p.distinctKeys == expectedKeys, "state-ltm: " + std::to_string(p.distinctKeys) +
+                                            " distinct keys, expected " +
+                                            std::to_string(expectedKeys));
+  check(totals->count == n, "state-ltm: " + std::to_string(totals->count.load()) +
+                                " records reached the sink, expected " + std::to_string(n));
+  check(totals->sum == expectedSum, "state-ltm: checksum of emitted counts differs");
+
+  // Logical state: per key [kg | key] (10 B) twice, a 200 B payload (plus its
+  // length prefix) and an 8 B count.
+  const double logicalBytes =
+      static_cast<double>(expectedKeys) * (2 * 10 + kLtmPayloadBytes + 1 + 8);
+  std::vector<double> tenthRates;
+  for (int k = 1; k <= kLtmTenths; ++k) {
+    const int64_t begin = (n * (k - 1) + kLtmTenths - 1) / kLtmTenths;
+    const int64_t end = (n * k + kLtmTenths - 1) / kLtmTenths;
+    const double s = std::chrono::duration<double>(p.at[k] - p.at[k - 1]).count();
+    tenthRates.push_back(s > 0 ? static_cast<double>(end - begin) / s : 0);
+  }
+  const double lastHalfMin =
+      *std::min_element(tenthRates.begin() + kLtmTenths / 2, tenthRates.end());
+  const double lastHalfMax =
+      *std::max_element(tenthRates.begin() + kLtmTenths / 2, tenthRates.end());
+
+  std::printf("state-ltm: rocksdb, parallelism 1, managed memory %" PRId64 " MiB, %" PRId64
+              " records over %" PRId64 " keys (%zu B payload + counter per key)\n",
+              kLtmManagedMiB, n, expectedKeys, kLtmPayloadBytes);
+  std::printf("  logical state   %8.1f MiB = %.1fx the managed memory\n", logicalBytes / (1 << 20),
+              logicalBytes / static_cast<double>(budgetBytes));
+  std::printf(
+      "  rocksdb on disk %8.1f MiB max (sampled every 100 ms), %.1f MiB at the last record\n",
+      static_cast<double>(sampler.maxDirBytes()) / (1 << 20),
+      static_cast<double>(p.dirBytesAtLastRecord) / (1 << 20));
+  std::printf(
+      "  RSS             %8.1f MiB peak (VmHWM), %.1f MiB at the last record, %.1f MiB after the "
+      "job, %.1f MiB before it\n",
+      peakMiB, p.rssAtLastRecordMiB, rssAfterMiB, rssBeforeMiB);
+  std::printf("  records/s per tenth of the run (pass 1 inserts: the first %.1f tenths):\n   ",
+              std::min(10.0, 10.0 * static_cast<double>(kLtmKeys) / static_cast<double>(n)));
+  for (double r : tenthRates) std::printf(" %s", si(r).c_str());
+  std::printf("\n  last five tenths: min %s, max %s (%.2fx)\n", si(lastHalfMin).c_str(),
+              si(lastHalfMax).c_str(), lastHalfMax > 0 ? lastHalfMin / lastHalfMax : 0.0);
+  std::fflush(stdout);
+
+  std::ostringstream extra;
+  extra << "\"state_backend\": \"rocksdb\", \"managed_memory_mib\": " << kLtmManagedMiB
+        << ", \"keys\": " << expectedKeys << ", \"payload_bytes\": " << kLtmPayloadBytes
+        << ", \"logical_state_mib\": " << logicalBytes / (1 << 20)
+        << ", \"state_to_budget\": " << logicalBytes / static_cast<double>(budgetBytes)
+        << ", \"rocksdb_dir_max_mib\": " << static_cast<double>(sampler.maxDirBytes()) / (1 << 20)
+        << ", \"rocksdb_dir_at_last_record_mib\": "
+        << static_cast<double>(p.dirBytesAtLastRecord) / (1 << 20)
+        << ", \"vm_hwm_mib\": " << peakMiB
+        << ", \"rss_at_last_record_mib\": " << p.rssAtLastRecordMiB
+        << ", \"rss_after_job_mib\": " << rssAfterMiB << ", \"records_per_second_by_tenth\": [";
+  for (size_t i = 0; i < tenthRates.size(); ++i) {
+    extra << (i ? ", " : "") << static_cast<int64_t>(tenthRates[i]);
+  }
+  extra << "]";
+  row.extraJson = extra.str();
+  row.peakRssMiB = peakMiB;
+  return row;
 }
 
 // ---------------------------------------------------------------------------
@@ -561,6 +919,7 @@ void writeJson(const std::string& path, const std::vector<Row>& rows, int repeat
     if (r.ratioToBaseline) f << ", \"ratio_to_baseline\": " << *r.ratioToBaseline;
     if (!r.target.empty()) f << ", \"target\": \"" << r.target << "\"";
     if (r.targetMet) f << ", \"target_met\": " << (*r.targetMet ? "true" : "false");
+    if (!r.extraJson.empty()) f << ", " << r.extraJson;
     f << "}" << (i + 1 < rows.size() ? "," : "") << "\n";
   }
   f << "  ]\n}\n";
@@ -576,10 +935,16 @@ int main(int argc, char** argv) {
   std::string jsonPath;
   int repeat = 3;
   bool verify = true;
+  std::vector<std::string> backends;
+  // The default set; state-ltm (tens of seconds, ~1 GB on disk) runs only
+  // when named.
   const std::vector<std::string> all = {"chained", "keyed-sum", "wordcount", "wordcount-baseline"};
+  std::vector<std::string> known = all;
+  known.push_back("state-ltm");
   app.add_option("--workload", workloads,
-                 "chained, keyed-sum, wordcount, wordcount-baseline (repeatable; default all)")
-      ->check(CLI::IsMember(all));
+                 "chained, keyed-sum, wordcount, wordcount-baseline, state-ltm (repeatable; "
+                 "default all but state-ltm)")
+      ->check(CLI::IsMember(known));
   app.add_option(
          "--records", records,
          "records per run (wordcount: words); default chained 50M, keyed-sum 20M, wordcount 5M")
@@ -588,6 +953,10 @@ int main(int argc, char** argv) {
          "--parallelism", parallelisms,
          "parallelism (repeatable); default 1 for chained, 1 and 2 for keyed-sum and wordcount")
       ->check(CLI::Range(1, 256));
+  app.add_option("--state-backend", backends,
+                 "keyed-sum and wordcount: run with this state.backend.type (hashmap, rocksdb; "
+                 "repeatable; rows are named workload/backend); default: the configured one")
+      ->check(CLI::IsMember({"hashmap", "rocksdb"}));
   app.add_option("--json", jsonPath, "also write the results as JSON to this file");
   app.add_option("--repeat", repeat, "runs per row; the fastest is reported")
       ->check(CLI::Range(1, 1000));
@@ -612,18 +981,23 @@ int main(int argc, char** argv) {
         rows.back().peakRssMiB = peakRssMiB();
       }
     }
+    const std::vector<std::string> keyedBackends =
+        backends.empty() ? std::vector<std::string>{""} : backends;
     if (wanted("keyed-sum")) {
-      for (int p : pars({1, 2})) {
-        rows.push_back(runKeyedSum(count(20'000'000), p, repeat));
-        rows.back().peakRssMiB = peakRssMiB();
+      for (const std::string& backend : keyedBackends) {
+        for (int p : pars({1, 2})) {
+          rows.push_back(runKeyedSum(count(20'000'000), p, repeat, backend));
+          rows.back().peakRssMiB = peakRssMiB();
+        }
       }
     }
     if (wanted("wordcount") || wanted("wordcount-baseline")) {
-      WordCountRows wc =
-          runWordCount(count(5'000'000), pars({1, 2}), repeat, wanted("wordcount"), verify);
+      WordCountRows wc = runWordCount(count(5'000'000), pars({1, 2}), repeat, wanted("wordcount"),
+                                      verify, keyedBackends);
       rows.push_back(wc.baseline);
       for (Row& r : wc.engine) rows.push_back(r);
     }
+    if (wanted("state-ltm")) rows.push_back(runStateLtm(count(2 * kLtmKeys)));
   } catch (const std::exception& e) {
     printTable(rows);
     std::fprintf(stderr, "sluice-bench: %s\n", e.what());

@@ -1,0 +1,369 @@
+// state-bench: per-operation cost of keyed state, per backend (hashmap,
+// rocksdb), with 10K and 10M int64 keys. See bench/README.md ("State").
+//
+// Every operation sets the current key the way a keyed operator does
+// (KeyedStateHandler::setCurrentKey): the key is serialized with
+// TypeSerializer<int64_t> into a reused buffer, its key group is
+// assignToKeyGroup(key, 128), and backend.setCurrentKey() gets both. Keys are
+// drawn uniformly at random from the populated key space, so the 10M rows
+// measure cache-missing access, not a hot working set.
+//
+// Benchmarks (one op each):
+//   ValueGetUpdate  value() then update(value + 1) on an existing key
+//   ListAdd         add() of one int64 (lists grow over the run)
+//   MapPut          put() of one of the user keys of an existing key
+//                   (overwrites: every key's map is populated beforehand
+//                   with 4 user keys, 2 with 10M keys)
+//   MapGet          get() of one of those user keys of an existing key
+//
+// One backend per (backend type, key count) is built on first use and kept
+// while the benchmarks of that pair run (they are registered together), then
+// replaced by the next pair's; each state is populated once, before the first
+// benchmark that needs it, outside the timed loop (RocksDB then flushes and
+// compacts, so reads start from a settled database). RocksDB gets its own
+// managed-memory budget of kRocksDbBudget (block cache + memtables) and a
+// fresh directory under /tmp that is removed afterwards.
+#include <malloc.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include <sluice/core/key_hash.h>
+#include <sluice/core/serializer.h>
+#include <sluice/state/keyed_state.h>
+#include <sluice/state/keyed_state_backend.h>
+#include <sluice/state/rocksdb_state.h>
+#include <sluice/state/state.h>
+
+namespace {
+
+using sluice::StateBackendType;
+using sluice::VoidNamespace;
+
+constexpr int32_t kMaxParallelism = 128;
+// Map state: user keys per key (a power of two). Fewer with 10M keys, where
+// 4 would mean 40M entries: minutes of RocksDB puts to populate and ~5 GiB
+// of hashmap tables.
+int64_t userKeysFor(int64_t keys) { return keys >= 1'000'000 ? 2 : 4; }
+constexpr int64_t kRocksDbBudget = 256ll << 20;  // managed memory of the rocksdb backend
+
+double rssMiB(const char* field) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  const std::string prefix = std::string(field) + ":";
+  while (std::getline(status, line)) {
+    if (line.rfind(prefix, 0) == 0)
+      return std::strtod(line.c_str() + prefix.size(), nullptr) / 1024.0;
+  }
+  return 0;
+}
+
+// splitmix64: a cheap, well-mixed stream of random keys.
+struct Rng {
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [0, n) (Lemire's multiply-shift; the bias is negligible).
+  int64_t below(int64_t n) {
+    return static_cast<int64_t>(
+        (static_cast<unsigned __int128>(next()) * static_cast<uint64_t>(n)) >> 64);
+  }
+};
+
+// One backend with its states, and what has been populated so far.
+class Fixture {
+ public:
+  Fixture(StateBackendType type, int64_t keys)
+      : type_(type), keys_(keys), userKeys_(userKeysFor(keys)) {
+    sluice::KeyedBackendParams params;
+    params.operatorName = "state-bench";
+    params.maxParallelism = kMaxParallelism;
+    params.keyGroupRange = sluice::KeyGroupRange{0, kMaxParallelism - 1};
+    params.keySchema = sluice::TypeSerializer<int64_t>::schema();
+    params.keyLength = [](const uint8_t* data, size_t size) -> size_t {
+      sluice::DataInputView in(data, size);
+      int64_t scratch = 0;
+      sluice::TypeSerializer<int64_t>::deserialize(scratch, in);
+      return in.position();
+    };
+    if (type == StateBackendType::kRocksDb) {
+      char pattern[] = "/tmp/sluice-state-bench-XXXXXX";
+      if (mkdtemp(pattern) == nullptr) throw std::runtime_error("mkdtemp failed");
+      tmpDir_ = pattern;
+      params.localDir = tmpDir_;
+      params.managedMemoryBytes = kRocksDbBudget;
+    }
+    backend_ = sluice::createKeyedStateBackend(type, std::move(params));
+    value_ = &sluice::getOrCreateValueState<VoidNamespace>(
+        *backend_, sluice::ValueStateDescriptor<int64_t>("value"));
+    list_ = &sluice::getOrCreateListState<VoidNamespace>(
+        *backend_, sluice::ListStateDescriptor<int64_t>("list"));
+    map_ = &sluice::getOrCreateMapState<VoidNamespace>(
+        *backend_, sluice::MapStateDescriptor<int64_t, int64_t>("map"));
+  }
+
+  ~Fixture() {
+    backend_->dispose();
+    backend_.reset();
+    if (!tmpDir_.empty()) {
+      std::error_code ec;
+      std::filesystem::remove_all(tmpDir_, ec);
+    }
+  }
+
+  Fixture(const Fixture&) = delete;
+  Fixture& operator=(const Fixture&) = delete;
+
+  StateBackendType type() const { return type_; }
+  int64_t keys() const { return keys_; }
+  int64_t userKeys() const { return userKeys_; }
+
+  // Exactly what KeyedStateHandler<int64_t>::setCurrentKey does.
+  void setCurrentKey(int64_t key) {
+    keyBytes_.clear();
+    sluice::DataOutputView out(keyBytes_);
+    sluice::TypeSerializer<int64_t>::serialize(key, out);
+    backend_->setCurrentKey(keyBytes_.data(), keyBytes_.size(),
+                            sluice::assignToKeyGroup(key, kMaxParallelism));
+  }
+
+  sluice::InternalValueState<VoidNamespace, int64_t>& value() {
+    if (!valuePopulated_) {
+      populate("value", [&](int64_t k) { value_->update(k); });
+      valuePopulated_ = true;
+    }
+    return *value_;
+  }
+  sluice::InternalListState<VoidNamespace, int64_t>& list() { return *list_; }
+  sluice::InternalMapState<VoidNamespace, int64_t, int64_t>& map() {
+    if (!mapPopulated_) {
+      populate("map", [&](int64_t k) {
+        for (int64_t u = 0; u < userKeys_; ++u) map_->put(u, k + u);
+      });
+      mapPopulated_ = true;
+    }
+    return *map_;
+  }
+
+  // Memory counters for a benchmark's report.
+  void report(benchmark::State& state) const {
+    state.counters["rss_MiB"] = rssMiB("VmRSS");
+    if (type_ == StateBackendType::kRocksDb) {
+      auto usage = static_cast<const sluice::RocksDbKeyedStateBackend&>(*backend_).memoryUsage();
+      state.counters["cache_MiB"] = static_cast<double>(usage.blockCacheUsage) / (1 << 20);
+    }
+  }
+
+ private:
+  // The keys in RocksDB's order, [key group | serialized key] (hashmap: any
+  // order does; 0..keys-1). In that order RocksDB's memtable inserts are
+  // sequential and the flushed files do not overlap, so populating 10M keys
+  // takes a fraction of the time random order would, and compaction is cheap.
+  std::vector<int64_t> populateOrder() const {
+    std::vector<int64_t> order(static_cast<size_t>(keys_));
+    if (type_ != StateBackendType::kRocksDb) {
+      for (int64_t k = 0; k < keys_; ++k) order[static_cast<size_t>(k)] = k;
+      return order;
+    }
+    // (key group, key bytes as a big-endian number), compared as one number.
+    std::vector<unsigned __int128> sortKeys(static_cast<size_t>(keys_));
+    std::vector<uint8_t> bytes;
+    for (int64_t k = 0; k < keys_; ++k) {
+      bytes.clear();
+      sluice::DataOutputView out(bytes);
+      sluice::TypeSerializer<int64_t>::serialize(k, out);
+      if (bytes.size() != 8) throw std::runtime_error("expected 8-byte serialized int64 keys");
+      uint64_t be = 0;
+      for (uint8_t b : bytes) be = be << 8 | b;
+      const auto group = static_cast<uint64_t>(sluice::assignToKeyGroup(k, kMaxParallelism));
+      sortKeys[static_cast<size_t>(k)] = static_cast<unsigned __int128>(group) << 64 | be;
+    }
+    std::sort(sortKeys.begin(), sortKeys.end());
+    for (size_t i = 0; i < sortKeys.size(); ++i) {
+      auto be = static_cast<uint64_t>(sortKeys[i]);
+      uint8_t raw[8];
+      for (int b = 7; b >= 0; --b, be >>= 8) raw[b] = static_cast<uint8_t>(be);
+      sluice::DataInputView in(raw, sizeof raw);
+      sluice::TypeSerializer<int64_t>::deserialize(order[i], in);
+    }
+    return order;
+  }
+
+  template <class F>
+  void populate(const char* what, F&& put) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int64_t k : populateOrder()) {
+      setCurrentKey(k);
+      put(k);
+    }
+    const auto populated = std::chrono::steady_clock::now();
+    // RocksDB: flush and compact, so every run starts from the same settled
+    // database (and no compaction left over from populating runs meanwhile).
+    if (type_ == StateBackendType::kRocksDb) {
+      static_cast<sluice::RocksDbKeyedStateBackend&>(*backend_).compactAll();
+    }
+    const auto end = std::chrono::steady_clock::now();
+    std::fprintf(stderr,
+                 "state-bench: populated %s state of %s with %lld keys in %.1f s (+%.1f s "
+                 "compaction)\n",
+                 what, sluice::stateBackendTypeName(type_), static_cast<long long>(keys_),
+                 std::chrono::duration<double>(populated - start).count(),
+                 std::chrono::duration<double>(end - populated).count());
+  }
+
+  StateBackendType type_;
+  int64_t keys_;
+  int64_t userKeys_;
+  std::string tmpDir_;
+  std::unique_ptr<sluice::KeyedStateBackend> backend_;
+  std::vector<uint8_t> keyBytes_;
+  sluice::InternalValueState<VoidNamespace, int64_t>* value_ = nullptr;
+  sluice::InternalListState<VoidNamespace, int64_t>* list_ = nullptr;
+  sluice::InternalMapState<VoidNamespace, int64_t, int64_t>* map_ = nullptr;
+  bool valuePopulated_ = false;
+  bool mapPopulated_ = false;
+};
+
+// The one live fixture; asking for another (backend, keys) pair frees it
+// first, so at most one populated backend is in memory at a time.
+std::unique_ptr<Fixture>& currentFixture() {
+  static std::unique_ptr<Fixture> fixture;
+  return fixture;
+}
+
+Fixture& fixtureFor(StateBackendType type, int64_t keys) {
+  auto& f = currentFixture();
+  if (!f || f->type() != type || f->keys() != keys) {
+    f.reset();
+    malloc_trim(0);  // hand the freed tables back, so the next rss_MiB is its own
+    f = std::make_unique<Fixture>(type, keys);
+  }
+  return *f;
+}
+
+void BM_ValueGetUpdate(benchmark::State& state, StateBackendType type, int64_t keys) {
+  Fixture& f = fixtureFor(type, keys);
+  auto& value = f.value();
+  Rng rng{static_cast<uint64_t>(keys)};
+  int64_t missing = 0;
+  for (auto _ : state) {
+    f.setCurrentKey(rng.below(f.keys()));
+    std::optional<int64_t> v = value.value();
+    if (!v) [[unlikely]] {
+      ++missing;
+      v = 0;
+    }
+    value.update(*v + 1);
+  }
+  if (missing != 0) state.SkipWithError("ValueGetUpdate: a populated key had no value");
+  state.SetItemsProcessed(state.iterations());
+  f.report(state);
+}
+
+void BM_ListAdd(benchmark::State& state, StateBackendType type, int64_t keys) {
+  Fixture& f = fixtureFor(type, keys);
+  auto& list = f.list();
+  Rng rng{static_cast<uint64_t>(keys) + 1};
+  int64_t i = 0;
+  for (auto _ : state) {
+    f.setCurrentKey(rng.below(f.keys()));
+    list.add(i++);
+  }
+  state.SetItemsProcessed(state.iterations());
+  f.report(state);
+}
+
+void BM_MapPut(benchmark::State& state, StateBackendType type, int64_t keys) {
+  Fixture& f = fixtureFor(type, keys);
+  auto& map = f.map();
+  Rng rng{static_cast<uint64_t>(keys) + 2};
+  int64_t i = 0;
+  for (auto _ : state) {
+    const uint64_t r = rng.next();
+    f.setCurrentKey(static_cast<int64_t>(
+        (static_cast<unsigned __int128>(r) * static_cast<uint64_t>(f.keys())) >> 64));
+    map.put(static_cast<int64_t>(r & (f.userKeys() - 1)), i++);
+  }
+  state.SetItemsProcessed(state.iterations());
+  f.report(state);
+}
+
+void BM_MapGet(benchmark::State& state, StateBackendType type, int64_t keys) {
+  Fixture& f = fixtureFor(type, keys);
+  auto& map = f.map();
+  Rng rng{static_cast<uint64_t>(keys) + 3};
+  int64_t missing = 0;
+  for (auto _ : state) {
+    const uint64_t r = rng.next();
+    f.setCurrentKey(static_cast<int64_t>(
+        (static_cast<unsigned __int128>(r) * static_cast<uint64_t>(f.keys())) >> 64));
+    std::optional<int64_t> v = map.get(static_cast<int64_t>(r & (f.userKeys() - 1)));
+    if (!v) [[unlikely]]
+      ++missing;
+    benchmark::DoNotOptimize(v);
+  }
+  if (missing != 0) state.SkipWithError("MapGet: a populated user key had no value");
+  state.SetItemsProcessed(state.iterations());
+  f.report(state);
+}
+
+// Registered per (backend, keys) pair, so each pair's benchmarks run
+// back to back on one fixture.
+void registerAll() {
+  struct Pair {
+    StateBackendType backend;
+    int64_t keys;
+    double minTime;
+  };
+  const Pair pairs[] = {
+      {StateBackendType::kHashMap, 10'000, 0.5},
+      {StateBackendType::kHashMap, 10'000'000, 1.0},
+      {StateBackendType::kRocksDb, 10'000, 0.5},
+      {StateBackendType::kRocksDb, 10'000'000, 1.0},
+  };
+  for (const Pair& p : pairs) {
+    const char* backend = sluice::stateBackendTypeName(p.backend);
+    const std::string keys = p.keys >= 1'000'000 ? std::to_string(p.keys / 1'000'000) + "M"
+                                                 : std::to_string(p.keys / 1'000) + "K";
+    auto add = [&](const char* name, void (*fn)(benchmark::State&, StateBackendType, int64_t)) {
+      benchmark::RegisterBenchmark((std::string(name) + "/" + backend + "/" + keys).c_str(), fn,
+                                   p.backend, p.keys)
+          ->MinTime(p.minTime)
+          ->Unit(benchmark::kNanosecond);
+    };
+    add("ValueGetUpdate", BM_ValueGetUpdate);
+    add("ListAdd", BM_ListAdd);
+    add("MapPut", BM_MapPut);
+    add("MapGet", BM_MapGet);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  registerAll();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  currentFixture().reset();  // removes the rocksdb directory
+  std::fprintf(stderr, "state-bench: peak RSS %.0f MiB\n", rssMiB("VmHWM"));
+  return 0;
+}
