@@ -22,14 +22,14 @@
 #include <string>
 #include <vector>
 
-#include <sluice/core/config.h>
 #include <sluice/core/clock.h>
+#include <sluice/core/config.h>
 #include <sluice/core/config_options.h>
-#include <sluice/state/keyed_state_backend.h>
 #include <sluice/datastream.h>
 #include <sluice/graph/job_graph.h>
 #include <sluice/source.h>
 #include <sluice/sources.h>
+#include <sluice/state/keyed_state_backend.h>
 
 namespace sluice {
 

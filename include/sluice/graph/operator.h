@@ -121,8 +121,8 @@ class OperatorContext {
   // An object shared by every operator of this subtask's slot (e.g. the
   // RocksDB block cache sized from the slot's managed memory): the one
   // stored under `key`, created with `make` by the first caller. Thread-safe.
-  virtual std::shared_ptr<void> slotResource(const std::string& key,
-                                             const std::function<std::shared_ptr<void>()>& make) = 0;
+  virtual std::shared_ptr<void> slotResource(
+      const std::string& key, const std::function<std::shared_ptr<void>()>& make) = 0;
   // Managed memory of this subtask's slot in bytes
   // (taskmanager.memory.managed.size / taskmanager.numberOfTaskSlots).
   virtual int64_t managedMemoryPerSlot() = 0;
