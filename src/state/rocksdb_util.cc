@@ -34,6 +34,17 @@ size_t writeBufferManagerCapacity(int64_t budget, double writeBufferRatio) {
 constexpr size_t kMinWriteBufferSize = 256 << 10;
 constexpr size_t kMaxWriteBufferSize = 64 << 20;
 
+// Cache shards of at least this size (at most 64 shards): a shard must hold
+// the index and filter partitions and data blocks of its hash range, and one
+// task thread rarely contends for a shard's mutex.
+constexpr size_t kMinCacheShardSize = 32 << 20;
+
+int cacheShardBits(size_t capacity) {
+  int bits = 0;
+  while (bits < 6 && (capacity >> (bits + 1)) >= kMinCacheShardSize) ++bits;
+  return bits;
+}
+
 }  // namespace
 
 RocksDbSharedResources::RocksDbSharedResources(int64_t managedMemoryBytes, double writeBufferRatio,
@@ -55,7 +66,7 @@ RocksDbSharedResources::RocksDbSharedResources(int64_t managedMemoryBytes, doubl
   }
   rocksdb::LRUCacheOptions cacheOptions;
   cacheOptions.capacity = cacheCapacity(managedMemoryBytes, writeBufferRatio);
-  cacheOptions.num_shard_bits = -1;  // RocksDB picks from the capacity
+  cacheOptions.num_shard_bits = cacheShardBits(cacheOptions.capacity);
   cacheOptions.strict_capacity_limit = false;
   cacheOptions.high_pri_pool_ratio = highPriorityPoolRatio;
   cache_ = rocksdb::NewLRUCache(cacheOptions);
@@ -234,6 +245,15 @@ rocksdb::ColumnFamilyOptions makeColumnFamilyOptions(const RocksDbSharedResource
   table.pin_l0_filter_and_index_blocks_in_cache = true;
   table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10.0));
   table.optimize_filters_for_memory = true;
+  // Partitioned index and filters (Flink's
+  // state.backend.rocksdb.memory.partitioned-index-filters): a point read
+  // loads one small index and filter partition into the cache instead of a
+  // file's whole index and full filter (several MiB for a large file, more
+  // than an LRU shard may hold, so read from the file on every Get). The top
+  // levels stay pinned in the cache.
+  table.index_type = rocksdb::BlockBasedTableOptions::kTwoLevelIndexSearch;
+  table.partition_filters = true;
+  table.pin_top_level_index_and_filter = true;
 
   rocksdb::ColumnFamilyOptions options;
   options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));

@@ -23,7 +23,9 @@ namespace sluice {
 
 // One memory budget for RocksDB: an LRU block cache and a write buffer
 // manager that charges memtable memory to that cache, as Flink's
-// RocksDBMemoryControllerUtils sizes them. Shared (via shared_ptr) by every
+// RocksDBMemoryControllerUtils sizes them. The cache has as many shards as
+// keep each at least 32 MiB (at most 64), so a shard holds what its share of
+// reads needs rather than evicting it. Shared (via shared_ptr) by every
 // database of a slot; thread-safe.
 class RocksDbSharedResources {
  public:
@@ -95,8 +97,9 @@ class TtlFilterConfig {
 // discards RocksDB's LOG (for read-only opens of snapshot directories).
 rocksdb::DBOptions makeDbOptions(const RocksDbSharedResources& resources, bool infoLogToDir);
 
-// The options of one column family: the shared cache with bloom filters and
-// cached, pinned index and filter blocks; the list-append merge operator; a
+// The options of one column family: the shared cache with partitioned bloom
+// filters and a partitioned (two-level) index, cached, with the top levels
+// and L0's blocks pinned; the list-append merge operator; a
 // TTL compaction filter factory reading `ttl`.
 rocksdb::ColumnFamilyOptions makeColumnFamilyOptions(const RocksDbSharedResources& resources,
                                                      std::shared_ptr<TtlFilterConfig> ttl);

@@ -103,25 +103,38 @@ class KeyBytes {
   const char* data() const { return isInline() ? raw_ : heapPtr(); }
   std::string_view view() const { return {data(), size()}; }
 
-  friend bool operator==(const KeyBytes& a, std::string_view b) {
+  // Always inlined (it runs on every probe of a lookup): 8-byte keys
+  // (int64) compare as one word, 4-byte keys (int32) as one half.
+  [[gnu::always_inline]] friend inline bool operator==(const KeyBytes& a, std::string_view b) {
     const size_t n = b.size();
-    if (n <= kMaxInline) {
-      if (static_cast<uint8_t>(a.raw_[15]) != n) return false;
-      if (n == 0) return true;
-      if (n == 8) {
-        uint64_t x, y;
-        std::memcpy(&x, a.raw_, 8);
-        std::memcpy(&y, b.data(), 8);
-        return x == y;
-      }
-      return std::memcmp(a.raw_, b.data(), n) == 0;
+    if (n == 8) {
+      if (static_cast<uint8_t>(a.raw_[15]) != 8) return false;
+      uint64_t x, y;
+      std::memcpy(&x, a.raw_, 8);
+      std::memcpy(&y, b.data(), 8);
+      return x == y;
     }
-    return !a.isInline() && a.heapSize() == n && std::memcmp(a.heapPtr(), b.data(), n) == 0;
+    if (n == 4) {
+      if (static_cast<uint8_t>(a.raw_[15]) != 4) return false;
+      uint32_t x, y;
+      std::memcpy(&x, a.raw_, 4);
+      std::memcpy(&y, b.data(), 4);
+      return x == y;
+    }
+    return equalsSlow(a, b);
   }
   friend bool operator==(const KeyBytes& a, const KeyBytes& b) { return a == b.view(); }
 
  private:
   static constexpr uint8_t kHeapTag = 0xFF;
+  static bool equalsSlow(const KeyBytes& a, std::string_view b) {
+    const size_t n = b.size();
+    if (n <= kMaxInline) {
+      if (static_cast<uint8_t>(a.raw_[15]) != n) return false;
+      return n == 0 || std::memcmp(a.raw_, b.data(), n) == 0;
+    }
+    return !a.isInline() && a.heapSize() == n && std::memcmp(a.heapPtr(), b.data(), n) == 0;
+  }
   void assign(std::string_view s) {
     std::memset(raw_, 0, sizeof(raw_));
     if (s.size() <= kMaxInline) {
@@ -156,7 +169,18 @@ class KeyBytes {
 
 // Hash of entry-key bytes (8 bytes at a time, multiply-xorshift).
 struct BytesHash {
-  uint64_t operator()(std::string_view s) const noexcept {
+  // Always inlined, with 8-byte keys (int64) as a straight-line case: it runs
+  // on every lookup.
+  [[gnu::always_inline]] uint64_t operator()(std::string_view s) const noexcept {
+    if (s.size() == 8) {
+      uint64_t w;
+      std::memcpy(&w, s.data(), 8);
+      uint64_t h = ((0x9E3779B97F4A7C15ULL ^ 8) ^ w) * 0xbf58476d1ce4e5b9ULL;
+      return h ^ (h >> 31);
+    }
+    return hashSlow(s);
+  }
+  static uint64_t hashSlow(std::string_view s) noexcept {
     uint64_t h = 0x9E3779B97F4A7C15ULL ^ s.size();
     const char* p = s.data();
     size_t n = s.size();
@@ -393,6 +417,18 @@ struct Addr {
   std::string_view key;
 };
 
+// A slot found by one access, for the next access of the same state object
+// to reuse (value() then update() of one key): the slot (which holds its
+// entry key), its group, and the table's epoch when it was found. The slot is
+// only remembered when the task may write it in place (no snapshot still has
+// to read its table).
+template <class Stored>
+struct SlotHint {
+  typename FlatHashMap<KeyBytes, Stored, BytesHash>::Slot* slot = nullptr;
+  uint64_t epoch = 0;
+  size_t group = 0;
+};
+
 // What the backend knows of every state table, whatever its type.
 class StateTableBase {
  public:
@@ -428,6 +464,32 @@ class StateTable final : public StateTableBase {
     const typename Map::Slot* slot = group->map.find(key);
     return slot == nullptr ? nullptr : &slot->value;
   }
+  // find(), remembering the slot in `hint` when the task may write it in
+  // place.
+  const Stored* find(Addr a, SlotHint<Stored>& hint) {
+    Group* group = groups_[a.group].get();
+    if (group == nullptr) return nullptr;
+    typename Map::Slot* slot = group->map.find(a.key);
+    if (slot == nullptr) return nullptr;
+    if (group->pendingSnapshots.load(std::memory_order_acquire) == 0)
+      rememberIn(hint, epoch_, a, slot);
+    return &slot->value;
+  }
+  // getOrInsert(), reusing the slot in `hint` when it is still that of `a`
+  // (no insertion, erase, table clone or snapshot since it was found), and
+  // remembering the slot otherwise.
+  Stored& getOrInsert(Addr a, SlotHint<Stored>& hint) {
+    if (hint.slot != nullptr && hint.epoch == epoch_ && hint.group == a.group &&
+        hint.slot->key == a.key) [[likely]] {
+      return hint.slot->value;
+    }
+    Map& map = writable(a.group);
+    auto [slot, inserted] = map.tryEmplace(a.key);
+    if (inserted) ++epoch_;
+    rememberIn(hint, epoch_, a, slot);
+    return slot->value;
+  }
+
   // The same, for modification (clones a table a snapshot still has to read).
   Stored* findMutable(size_t g, std::string_view key) {
     if (find(g, key) == nullptr) return nullptr;
@@ -435,17 +497,21 @@ class StateTable final : public StateTableBase {
   }
   // The stored object of `key`, default-constructed when absent.
   Stored& getOrInsert(size_t g, std::string_view key) {
-    return writable(g).tryEmplace(key).first->value;
+    auto [slot, inserted] = writable(g).tryEmplace(key);
+    if (inserted) ++epoch_;
+    return slot->value;
   }
   void erase(size_t g, std::string_view key) {
     if (find(g, key) == nullptr) return;
     writable(g).erase(key);
+    ++epoch_;
   }
   const Stored* find(Addr a) const { return find(a.group, a.key); }
   Stored& getOrInsert(Addr a) { return getOrInsert(a.group, a.key); }
   void erase(Addr a) { erase(a.group, a.key); }
 
   std::unique_ptr<StateSnapshotPart> snapshot() const override {
+    ++epoch_;  // remembered slots must not be written in place any more
     for (const std::shared_ptr<Group>& group : groups_) {
       if (group) group->pendingSnapshots.fetch_add(1, std::memory_order_relaxed);
     }
@@ -481,11 +547,19 @@ class StateTable final : public StateTableBase {
     std::shared_ptr<Group>& group = groups_[g];
     if (!group) {
       group = std::make_shared<Group>();
+      ++epoch_;
     } else if (group->pendingSnapshots.load(std::memory_order_acquire) != 0) {
       // A snapshot still has to read this table: leave it to the snapshot.
       group = std::make_shared<Group>(group->map);
+      ++epoch_;
     }
     return group->map;
+  }
+
+  static void rememberIn(SlotHint<Stored>& hint, uint64_t epoch, Addr a, typename Map::Slot* slot) {
+    hint.slot = slot;
+    hint.epoch = epoch;
+    hint.group = a.group;
   }
 
   class Part final : public StateSnapshotPart {
@@ -524,6 +598,10 @@ class StateTable final : public StateTableBase {
 
   const KeyedBackendParams& params_;
   std::vector<std::shared_ptr<Group>> groups_;
+  // Changes whenever a slot pointer may have become invalid or unwritable:
+  // an insertion (which may grow a table), an erase, a table created or
+  // cloned, a snapshot taken. SlotHints of an older epoch are not used.
+  mutable uint64_t epoch_ = 0;
 };
 
 // The serialized namespace, cached per setCurrentNamespace(), and the entry
@@ -542,7 +620,10 @@ class EntryKey {
   }
   std::string_view get(const KeyedStateBackend& backend) {
     if constexpr (kVoid) {
-      return backend.currentKey();
+      // currentKey() without substr()'s out-of-line range check.
+      const std::string_view withGroup = backend.currentKeyWithGroup();
+      return withGroup.empty() ? withGroup
+                               : std::string_view(withGroup.data() + 2, withGroup.size() - 2);
     } else {
       const std::string_view key = backend.currentKey();
       composite_.assign(key.data(), key.size());
@@ -644,11 +725,12 @@ class HeapValueState final : public InternalValueState<N, V> {
 
   void setCurrentNamespace(const N& ns) override { key_.setNamespace(ns); }
   std::optional<V> value() override {
-    const V* v = table_.find(at());
+    const V* v = table_.find(at(), hint_);
     if (v == nullptr) return std::nullopt;
     return *v;
   }
-  void update(const V& value) override { table_.getOrInsert(at()) = value; }
+  // Reuses the slot value() found for the same key and namespace.
+  void update(const V& value) override { table_.getOrInsert(at(), hint_) = value; }
   void clear() override { table_.erase(at()); }
 
  private:
@@ -661,6 +743,7 @@ class HeapValueState final : public InternalValueState<N, V> {
   HashMapKeyedStateBackend& backend_;
   heap::StateTable<Codec>& table_;
   heap::EntryKey<N> key_;
+  heap::SlotHint<V> hint_;
 };
 
 template <class N, class E>
