@@ -58,11 +58,13 @@ class JobExecutionResult {
  public:
   JobExecutionResult() = default;
   JobExecutionResult(std::string jobName, int64_t netRuntimeMs,
-                     std::map<std::string, Accumulator::Value> accumulators, int64_t dropped)
+                     std::map<std::string, Accumulator::Value> accumulators, int64_t dropped,
+                     std::map<std::string, int64_t> counters = {})
       : jobName_(std::move(jobName)),
         netRuntimeMs_(netRuntimeMs),
         accumulators_(std::move(accumulators)),
-        numRecordsDropped_(dropped) {}
+        numRecordsDropped_(dropped),
+        counters_(std::move(counters)) {}
 
   const std::string& getJobName() const { return jobName_; }
   // Wall time from start to end, in milliseconds.
@@ -83,12 +85,20 @@ class JobExecutionResult {
   }
   // Records dropped on purpose, e.g. emitted to a side output nothing reads.
   int64_t getNumRecordsDropped() const { return numRecordsDropped_; }
+  // A counter the runtime keeps (Flink's metric name), summed over all
+  // operators and subtasks: e.g. "numLateRecordsDropped" of window operators.
+  // 0 when nothing counted it.
+  int64_t getCounter(const std::string& name) const {
+    auto it = counters_.find(name);
+    return it == counters_.end() ? 0 : it->second;
+  }
 
  private:
   std::string jobName_;
   int64_t netRuntimeMs_ = 0;
   std::map<std::string, Accumulator::Value> accumulators_;
   int64_t numRecordsDropped_ = 0;
+  std::map<std::string, int64_t> counters_;
 };
 
 namespace internal {
@@ -162,6 +172,9 @@ class StreamExecutionEnvironment {
   StreamExecutionEnvironment& setBufferTimeout(int64_t millis);
   int64_t getBufferTimeout() const { return state_->bufferTimeoutMs; }
   StreamExecutionEnvironment& disableOperatorChaining();
+  // How often periodic watermark generators emit (pipeline.auto-watermark-
+  // interval, default 200 ms; 0 disables periodic watermarks).
+  StreamExecutionEnvironment& setAutoWatermarkInterval(std::chrono::milliseconds interval);
   bool isChainingEnabled() const { return state_->chainingEnabled; }
   const Configuration& getConfiguration() const { return state_->config; }
   // The keyed state backend of every keyed operator: "hashmap" or "rocksdb"
@@ -220,6 +233,17 @@ class StreamExecutionEnvironment {
     static_assert(std::is_base_of_v<Source<T, SplitT>, S>,
                   "fromSource: S must derive from sluice::Source<T, Split>");
     return addSource<T, SplitT>(std::make_shared<const S>(std::move(source)), sourceName, false);
+  }
+  // A source whose records get timestamps and watermarks from `strategy`
+  // (Flink's fromSource(source, watermarkStrategy, name)). The assigner runs
+  // chained right after the source, in the same subtask.
+  template <class S>
+  SingleOutputStreamOperator<typename S::OutputType> fromSource(
+      S source, const WatermarkStrategy<typename S::OutputType>& strategy,
+      const std::string& sourceName) {
+    auto src = fromSource(std::move(source), sourceName);
+    auto out = src.assignTimestampsAndWatermarks(strategy);
+    return out;
   }
 
   // --- running -----------------------------------------------------------------

@@ -128,7 +128,7 @@ JobExecutionResult JobClient::getJobExecutionResult() {
     throw JobExecutionException(handle_->name(), status, out.error);
   }
   return JobExecutionResult(handle_->name(), out.netRuntimeMs, std::move(out.accumulators),
-                            out.numRecordsDropped);
+                            out.numRecordsDropped, std::move(out.counters));
 }
 
 StreamExecutionEnvironment::StreamExecutionEnvironment(const Configuration& config)
@@ -161,6 +161,16 @@ StreamExecutionEnvironment StreamExecutionEnvironment::getExecutionEnvironment(
 StreamExecutionEnvironment StreamExecutionEnvironment::getExecutionEnvironment() {
   const char* argv[] = {"sluice"};
   return getExecutionEnvironment(1, argv);
+}
+
+StreamExecutionEnvironment& StreamExecutionEnvironment::setAutoWatermarkInterval(
+    std::chrono::milliseconds interval) {
+  if (interval.count() < 0) {
+    throw SluiceException("setAutoWatermarkInterval: the interval must not be negative, got " +
+                          std::to_string(interval.count()) + " ms");
+  }
+  state_->config.set(options::kPipelineAutoWatermarkInterval, interval);
+  return *this;
 }
 
 StreamExecutionEnvironment& StreamExecutionEnvironment::setStateBackend(const std::string& type) {

@@ -202,6 +202,7 @@ void JobRun::monitor() {
     for (auto& r : im.results) {
       anyCancelled |= r.cancelled;
       out.numRecordsDropped += r.numRecordsDropped;
+      for (auto& [name, v] : r.counters) out.counters[name] += v;
       for (auto& [name, acc] : r.accumulators) {
         auto it = accs.find(name);
         if (it == accs.end()) {

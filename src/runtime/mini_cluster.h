@@ -38,6 +38,7 @@ struct JobOutcome {
   int64_t netRuntimeMs = 0;
   std::map<std::string, Accumulator::Value> accumulators;
   int64_t numRecordsDropped = 0;
+  std::map<std::string, int64_t> counters;
 };
 
 // One running job. Thread-safe.

@@ -49,6 +49,11 @@ class Task::Context final : public OperatorContext, public RuntimeContext {
                                      const std::function<std::shared_ptr<void>()>& make) override {
     return task_.services_->slotResource(task_.subtask_, key, make);
   }
+  void registerProcessingTimer(int64_t timestamp,
+                               std::function<void(int64_t)> callback) override {
+    task_.registerProcessingTimer(timestamp, std::move(callback));
+  }
+  void incrementCounter(const std::string& name, int64_t n) override { counters_[name] += n; }
   int64_t managedMemoryPerSlot() override {
     const auto total =
         static_cast<int64_t>(configuration().get(options::kTaskManagerMemoryManagedSize).bytes);
@@ -76,6 +81,7 @@ class Task::Context final : public OperatorContext, public RuntimeContext {
 
   std::map<std::string, OutputBase*> sideOutputs_;
   std::map<std::string, Accumulator*> accumulators_;
+  std::map<std::string, int64_t> counters_;
   int64_t dropped_ = 0;
 
  private:
@@ -142,6 +148,25 @@ void Task::requestWakeupAt(TaskWaker::Clock::time_point when) {
   if (when < wakeupAt_) wakeupAt_ = when;
 }
 
+void Task::registerProcessingTimer(int64_t timestamp, std::function<void(int64_t)> callback) {
+  timers_.push(ProcessingTimer{timestamp, timerSequence_++, std::move(callback)});
+}
+
+TaskWaker::Clock::time_point Task::fireDueTimers() {
+  if (timers_.empty()) return TaskWaker::Clock::time_point::max();
+  const Clock& clock = services_->clock();
+  int64_t now = clock.currentTimeMillis();
+  while (!timers_.empty() && timers_.top().timestamp <= now) {
+    ProcessingTimer t = timers_.top();
+    timers_.pop();
+    t.callback(t.timestamp);
+    if (cancelled_.load(std::memory_order_relaxed)) break;
+    now = clock.currentTimeMillis();
+  }
+  if (timers_.empty() || manualClock_) return TaskWaker::Clock::time_point::max();
+  return TaskWaker::Clock::now() + std::chrono::milliseconds(timers_.top().timestamp - now);
+}
+
 TaskResult Task::run() {
   log::setThreadName(fmt::format("{} ({}/{})", taskName_, subtask_ + 1, vertex_.parallelism));
   TaskResult result;
@@ -160,6 +185,15 @@ TaskResult Task::run() {
   };
 
   std::vector<ElementDecoder> decoders;
+  // A manual clock wakes the task when a test moves it, so that due
+  // processing-time timers fire without waiting on wall time.
+  int64_t clockListener = 0;
+  const auto* manual =
+      services_ ? dynamic_cast<const ManualClock*>(&services_->clock()) : nullptr;
+  if (manual != nullptr) {
+    manualClock_ = true;
+    clockListener = manual->addListener([this] { waker_.wake(); });
+  }
   try {
     for (size_t i = 0; i < n; ++i) {
       const StreamNode& node = graph_.node(vertex_.chain[i]);
@@ -238,10 +272,11 @@ TaskResult Task::run() {
       for (;;) {
         if (mailbox_.hasMail()) mailbox_.runAll();
         if (cancelled_.load(std::memory_order_relaxed)) break;
+        auto timerDue = fireDueTimers();
         InputStatus st = source->emitNext();
         if (st == InputStatus::kEndOfInput) break;
         auto now = TaskWaker::Clock::now();
-        auto deadline = TaskWaker::Clock::time_point::max();
+        auto deadline = timerDue;
         flushDue(now, deadline);
         if (st == InputStatus::kNothingAvailable) {
           if (mailbox_.hasMail()) continue;
@@ -303,6 +338,7 @@ TaskResult Task::run() {
       while (ended < channels) {
         if (mailbox_.hasMail()) mailbox_.runAll();
         if (cancelled_.load(std::memory_order_relaxed)) break;
+        auto timerDue = fireDueTimers();
         int c;
         Buffer b;
         if (gate_->poll(c, b)) {
@@ -316,7 +352,7 @@ TaskResult Task::run() {
           continue;
         }
         auto now = TaskWaker::Clock::now();
-        auto deadline = wakeupAt_;
+        auto deadline = std::min(wakeupAt_, timerDue);
         flushDue(now, deadline);
         if (deadline > now) waker_.waitUntil(deadline);
         if (wakeupAt_ <= TaskWaker::Clock::now()) wakeupAt_ = TaskWaker::Clock::time_point::max();
@@ -343,6 +379,9 @@ TaskResult Task::run() {
     if (!cancelled_.load()) fail(current, describeCurrentException());
   }
   if (cancelled_.load()) result.cancelled = true;
+  if (manual != nullptr) manual->removeListener(clockListener);
+  // Timers still pending at the end do not fire (Flink's behaviour).
+  while (!timers_.empty()) timers_.pop();
 
   for (size_t i = n - opened; i < n; ++i) {
     try {
@@ -360,6 +399,7 @@ TaskResult Task::run() {
       harvesting = i;
       if (!contexts[i]) continue;
       result.numRecordsDropped += contexts[i]->dropped_;
+      for (auto& [name, v] : contexts[i]->counters_) result.counters[name] += v;
       for (auto& [name, acc] : contexts[i]->accumulators_) {
         auto it = result.accumulators.find(name);
         if (it == result.accumulators.end()) {

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <queue>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,7 @@ struct TaskResult {
   std::string error;  // names the operator, subtask and exception
   std::map<std::string, std::unique_ptr<Accumulator>> accumulators;
   int64_t numRecordsDropped = 0;
+  std::map<std::string, int64_t> counters;  // OperatorContext::incrementCounter
 };
 
 // What every task of one job shares: the configuration, the clock, and the
@@ -122,6 +124,23 @@ class Task {
   std::atomic<bool> cancelled_{false};
   std::atomic<int> pendingSplits_{0};  // assigned, not yet delivered to the reader
   TaskWaker::Clock::time_point wakeupAt_ = TaskWaker::Clock::time_point::max();
+
+  // Processing-time timers of all operators in the chain (task thread only).
+  struct ProcessingTimer {
+    int64_t timestamp;
+    uint64_t sequence;  // registration order among equal timestamps
+    std::function<void(int64_t)> callback;
+    bool operator>(const ProcessingTimer& o) const {
+      return timestamp != o.timestamp ? timestamp > o.timestamp : sequence > o.sequence;
+    }
+  };
+  void registerProcessingTimer(int64_t timestamp, std::function<void(int64_t)> callback);
+  // Fires the timers that are due; returns the steady-clock time at which the
+  // next one is due (max() when none is, or when a manual clock drives time).
+  TaskWaker::Clock::time_point fireDueTimers();
+  std::priority_queue<ProcessingTimer, std::vector<ProcessingTimer>, std::greater<>> timers_;
+  uint64_t timerSequence_ = 0;
+  bool manualClock_ = false;
   // Installed by run() while a source head is alive; called from mails.
   std::function<void(std::vector<std::vector<uint8_t>>)> onSplits_;
   std::function<void()> onNoMoreSplits_;

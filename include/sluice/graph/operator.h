@@ -126,6 +126,16 @@ class OperatorContext {
   // Managed memory of this subtask's slot in bytes
   // (taskmanager.memory.managed.size / taskmanager.numberOfTaskSlots).
   virtual int64_t managedMemoryPerSlot() = 0;
+
+  // Calls `callback(timestamp)` on the task thread once clock() reads at
+  // least `timestamp`, between records (never inside another call into the
+  // operator). Timers still pending when the input ends do not fire, as in
+  // Flink.
+  virtual void registerProcessingTimer(int64_t timestamp,
+                                       std::function<void(int64_t)> callback) = 0;
+  // Adds `n` to the job-wide counter `name` (e.g. numLateRecordsDropped),
+  // reported in the JobExecutionResult summed over all subtasks.
+  virtual void incrementCounter(const std::string& name, int64_t n) = 0;
 };
 
 // Writes a captured keyed-state snapshot (the canonical format of
@@ -143,6 +153,9 @@ struct OperatorStateSnapshot {
   // Operator state (lists, union lists, broadcast state), serialized by
   // OperatorStateBackend::snapshot(); empty when the operator has none.
   std::string operatorState;
+  // Timers (InternalTimerService::snapshot()), tagged by key group; empty
+  // when the operator has none.
+  std::string timers;
 };
 
 // One written keyed-state snapshot: a file, or bytes in memory.
@@ -157,6 +170,9 @@ struct KeyedStateHandleRef {
 struct OperatorStateRestore {
   std::vector<KeyedStateHandleRef> keyedState;
   std::string operatorState;
+  // The timer snapshots of every old subtask; each operator keeps the
+  // timers of its own key groups.
+  std::vector<std::string> timers;
 };
 
 enum class ChainingStrategy : uint8_t {

@@ -79,6 +79,25 @@ class HarnessOperatorContext final : public OperatorContext {
     return r;
   }
   int64_t managedMemoryPerSlot() override { return 32ll << 20; }
+  void registerProcessingTimer(int64_t timestamp,
+                               std::function<void(int64_t)> callback) override {
+    timers_.emplace(timestamp, std::move(callback));
+  }
+  void incrementCounter(const std::string& name, int64_t n) override { counters_[name] += n; }
+
+  // Moves the manual clock to `millis` and fires every processing-time timer
+  // due by then, in timestamp order (timers registered while firing included).
+  void setProcessingTime(int64_t millis) {
+    clock_.setCurrentTime(millis);
+    while (!timers_.empty() && timers_.begin()->first <= millis) {
+      auto node = timers_.extract(timers_.begin());
+      node.mapped()(node.key());
+    }
+  }
+  int64_t counter(const std::string& name) const {
+    auto it = counters_.find(name);
+    return it == counters_.end() ? 0 : it->second;
+  }
 
   Configuration& config() { return config_; }
   ManualClock& manualClock() { return clock_; }
@@ -91,6 +110,8 @@ class HarnessOperatorContext final : public OperatorContext {
   ManualClock clock_{1'000'000};
   std::map<std::string, OutputBase*> sideOutputs_;
   std::map<std::string, std::shared_ptr<void>> resources_;
+  std::multimap<int64_t, std::function<void(int64_t)>> timers_;
+  std::map<std::string, int64_t> counters_;
   int64_t droppedRecords_ = 0;
 };
 
