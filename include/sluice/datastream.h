@@ -29,6 +29,7 @@
 #include <sluice/operators.h>
 #include <sluice/sink.h>
 #include <sluice/sinks.h>
+#include <sluice/watermarks.h>
 
 namespace sluice {
 
@@ -312,6 +313,37 @@ class DataStream {
     return withPartition(PartitionKind::kCustom, network);
   }
 
+  // --- custom operators ------------------------------------------------------------
+
+  // Appends an operator built by `make()` (a std::unique_ptr to a
+  // StreamOperatorBase with one input of T and output OUT), fed by this
+  // stream with its partitioning. Flink's DataStream.transform.
+  template <class OUT, class Make>
+  SingleOutputStreamOperator<OUT> transform(std::string name, Make make) const {
+    return addOperator<OUT>(std::move(name), std::move(make));
+  }
+
+  // --- event time -------------------------------------------------------------
+
+  // Gives every record a timestamp (the strategy's assigner, or the one it
+  // has) and replaces upstream watermarks with the strategy's. See
+  // sluice/watermarks.h.
+  SingleOutputStreamOperator<T> assignTimestampsAndWatermarks(
+      const WatermarkStrategy<T>& strategy) const {
+    return addOperator<T>("Timestamps/Watermarks", [strategy] {
+      return std::make_unique<internal::TimestampsAndWatermarksOperator<T>>(strategy);
+    });
+  }
+
+  // --- windows (defined in windowed_stream.h) --------------------------------
+
+  // All elements in windows of one operator instance (parallelism 1).
+  template <class A>
+  auto windowAll(A assigner) const;
+  // Windows of `size` elements (and every `slide` elements), non-keyed.
+  auto countWindowAll(int64_t size) const;
+  auto countWindowAll(int64_t size, int64_t slide) const;
+
   // --- combining --------------------------------------------------------------
 
   // Merges streams of the same type; no de-duplication, no order across them.
@@ -331,6 +363,17 @@ class DataStream {
   ConnectedStreams<T, T2> connect(const DataStream<T2>& other) const {
     return ConnectedStreams<T, T2>(*this, other);
   }
+
+  // --- window joins (defined in joins.h) ---------------------------------------
+
+  // join(other).where(key1).equalTo(key2).window(assigner).apply(f): every
+  // pair of elements with equal keys in the same window.
+  template <class T2>
+  auto join(const DataStream<T2>& other) const;
+  // coGroup(other).where(key1).equalTo(key2).window(assigner).apply(f): both
+  // sides' elements of each key and window, together.
+  template <class T2>
+  auto coGroup(const DataStream<T2>& other) const;
 
   // --- sinks ------------------------------------------------------------------
 
@@ -612,6 +655,20 @@ class KeyedStream : public DataStream<T> {
   template <class V, class C>
   requires std::same_as<C, T> SingleOutputStreamOperator<T> maxBy(V C::*m)
   const { return aggregateMember(internal::AggregationKind::kMaxBy, m); }
+
+  // Windows per key (defined in windowed_stream.h): window(assigner), and
+  // count windows that fire on every size-th element of a key (sliding by
+  // `slide` elements).
+  template <class A>
+  auto window(A assigner) const;
+  auto countWindow(int64_t size) const;
+  auto countWindow(int64_t size, int64_t slide) const;
+
+  // intervalJoin(other).between(lower, upper).process(f) (defined in
+  // joins.h): joins each element at time t with the elements of `other` with
+  // the same key in [t + lower, t + upper]. Both streams need the same key type.
+  template <class T2, class K2, class KS2>
+  auto intervalJoin(const KeyedStream<T2, K2, KS2>& other) const;
 
   // A KeyedProcessFunction<K, T, OUT> subclass object.
   template <class F>

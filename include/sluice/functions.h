@@ -23,6 +23,7 @@
 #include <sluice/core/status.h>
 #include <sluice/graph/operator.h>
 #include <sluice/state/streaming_runtime_context.h>
+#include <sluice/timers.h>
 
 namespace sluice {
 
@@ -199,10 +200,18 @@ class ProcessFunction : public RichFunction {
  public:
   using InputType = IN;
   using OutputType = OUT;
-  class Context : public BaseContext {};
+  class Context : public BaseContext {
+   public:
+    // Reads time; registering a timer throws, since timers need a key
+    // (Flink: "Setting timers is only supported on a keyed streams.").
+    virtual TimerService& timerService() = 0;
+  };
   virtual void processElement(const IN& value, Context& ctx, Collector<OUT>& out) = 0;
 };
 
+// Processes a keyed stream element by element, with keyed state and timers.
+// onTimer runs when a timer registered through ctx.timerService() fires, with
+// the timer's key current (state calls see that key's state).
 template <class K, class IN, class OUT>
 class KeyedProcessFunction : public RichFunction {
  public:
@@ -212,8 +221,19 @@ class KeyedProcessFunction : public RichFunction {
   class Context : public BaseContext {
    public:
     virtual const K& getCurrentKey() const = 0;
+    virtual TimerService& timerService() = 0;
+  };
+  class OnTimerContext : public Context {
+   public:
+    virtual TimeDomain timeDomain() const = 0;
   };
   virtual void processElement(const IN& value, Context& ctx, Collector<OUT>& out) = 0;
+  // `timestamp` is the timer's; outputs carry it as their timestamp.
+  virtual void onTimer(int64_t timestamp, OnTimerContext& ctx, Collector<OUT>& out) {
+    (void)timestamp;
+    (void)ctx;
+    (void)out;
+  }
 };
 
 template <class IN1, class IN2, class OUT>

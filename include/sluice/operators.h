@@ -621,12 +621,36 @@ class ProcessContextImpl : public Base {
   int64_t timestamp_ = kMinTimestamp;
 };
 
+// The TimerService of non-keyed process functions: reads time, refuses
+// timers (they need a key), as in Flink.
+class NonKeyedTimerService final : public TimerService {
+ public:
+  void setContext(OperatorContext* context) { context_ = context; }
+  void setWatermark(int64_t watermark) { watermark_ = watermark; }
+  int64_t currentProcessingTime() const override { return context_->clock().currentTimeMillis(); }
+  int64_t currentWatermark() const override { return watermark_; }
+  void registerProcessingTimeTimer(int64_t) override { refuse(); }
+  void registerEventTimeTimer(int64_t) override { refuse(); }
+  void deleteProcessingTimeTimer(int64_t) override { refuse(); }
+  void deleteEventTimeTimer(int64_t) override { refuse(); }
+
+ private:
+  [[noreturn]] void refuse() const {
+    throw SluiceException(
+        "Setting timers is only supported on a keyed streams (operator '" +
+        context_->runtimeContext().getOperatorName() + "'); use keyBy(...).process(...)");
+  }
+  OperatorContext* context_ = nullptr;
+  int64_t watermark_ = kMinTimestamp;
+};
+
 template <class IN, class OUT, class F>
 class ProcessOperator final : public UdfOperator<OneInputOperator<IN, OUT>, F> {
  public:
   using UdfOperator<OneInputOperator<IN, OUT>, F>::UdfOperator;
   void open() override {
     ctx_.setContext(&this->context());
+    ctx_.timers.setContext(&this->context());
     collector_.setOutput(&this->output());
     UdfOperator<OneInputOperator<IN, OUT>, F>::open();
   }
@@ -635,39 +659,114 @@ class ProcessOperator final : public UdfOperator<OneInputOperator<IN, OUT>, F> {
     collector_.setTimestampFrom(r.hasTimestamp, r.timestamp);
     this->f_.processElement(r.value, ctx_, collector_);
   }
+  void processWatermark(int input, Watermark watermark) override {
+    ctx_.timers.setWatermark(watermark.timestamp);
+    UdfOperator<OneInputOperator<IN, OUT>, F>::processWatermark(input, watermark);
+  }
 
  private:
-  ProcessContextImpl<typename ProcessFunction<IN, OUT>::Context> ctx_;
+  struct Ctx final : ProcessContextImpl<typename ProcessFunction<IN, OUT>::Context> {
+    TimerService& timerService() override { return timers; }
+    NonKeyedTimerService timers;
+  };
+  Ctx ctx_;
   TimestampedCollector<OUT> collector_;
 };
 
+// Runs a KeyedProcessFunction: keyed state, and timers per key (Flink's
+// KeyedProcessOperator). Event-time timers fire before the watermark that
+// passed them goes downstream; their outputs carry the timer's timestamp,
+// those of processing-time timers none.
 template <class K, class IN, class OUT, class F, class KeySelector>
 class KeyedProcessOperator final : public KeyedUdfOperator<OneInputOperator<IN, OUT>, F, K> {
   using Base = KeyedUdfOperator<OneInputOperator<IN, OUT>, F, K>;
 
  public:
   KeyedProcessOperator(F f, KeySelector key) : Base(std::move(f)), key_(std::move(key)) {}
+  void initializeState(const OperatorStateRestore* restore) override {
+    Base::initializeState(restore);
+    RuntimeContext& rc = this->context().runtimeContext();
+    timers_.init(
+        this->context(), rc.getMaxNumberOfParallelSubtasks(),
+        [this](const Timer& t) { onTimer(t, TimeDomain::EVENT_TIME); },
+        [this](const Timer& t) { onTimer(t, TimeDomain::PROCESSING_TIME); });
+    if (restore != nullptr) {
+      auto range = computeKeyGroupRangeForOperatorIndex(rc.getMaxNumberOfParallelSubtasks(),
+                                                        rc.getNumberOfParallelSubtasks(),
+                                                        rc.getIndexOfThisSubtask());
+      for (const std::string& t : restore->timers) timers_.restore(t, range);
+    }
+  }
+  OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
+    OperatorStateSnapshot s = Base::snapshotState(checkpointId);
+    s.timers = timers_.snapshot();
+    return s;
+  }
   void open() override {
     ctx_.setContext(&this->context());
+    ctx_.owner = this;
     collector_.setOutput(&this->output());
     Base::open();
   }
   void processElement(const StreamRecord<IN>& r) override {
     ctx_.key = key_(r.value);
+    ctx_.domain = std::nullopt;
     this->keyed_.setCurrentKey(ctx_.key);
     ctx_.setCurrent(r.hasTimestamp, r.timestamp);
     collector_.setTimestampFrom(r.hasTimestamp, r.timestamp);
     this->f_.processElement(r.value, ctx_, collector_);
   }
+  void processWatermark(int input, Watermark watermark) override {
+    timers_.advanceWatermark(watermark.timestamp);
+    Base::processWatermark(input, watermark);
+  }
+  // The timers, for snapshots and tests.
+  internal::InternalTimerService<K, VoidNamespace>& timerService() { return timers_; }
 
  private:
-  struct Ctx final : ProcessContextImpl<typename KeyedProcessFunction<K, IN, OUT>::Context> {
+  using Timer = TimerData<K, VoidNamespace>;
+  void onTimer(const Timer& t, TimeDomain domain) {
+    ctx_.key = t.key;
+    ctx_.domain = domain;
+    this->keyed_.setCurrentKey(t.key);
+    const bool event = domain == TimeDomain::EVENT_TIME;
+    ctx_.setCurrent(event, event ? t.timestamp : kMinTimestamp);
+    collector_.setTimestampFrom(event, event ? t.timestamp : kMinTimestamp);
+    this->f_.onTimer(t.timestamp, ctx_, collector_);
+  }
+
+  struct Ctx final : ProcessContextImpl<typename KeyedProcessFunction<K, IN, OUT>::OnTimerContext>,
+                     TimerService {
     const K& getCurrentKey() const override { return key; }
+    TimerService& timerService() override { return *this; }
+    TimeDomain timeDomain() const override {
+      if (!domain) throw SluiceException("timeDomain() is only available in onTimer()");
+      return *domain;
+    }
+    int64_t currentProcessingTime() const override {
+      return owner->timers_.currentProcessingTime();
+    }
+    int64_t currentWatermark() const override { return owner->timers_.currentWatermark(); }
+    void registerProcessingTimeTimer(int64_t time) override {
+      owner->timers_.registerProcessingTimeTimer(key, VoidNamespace{}, time);
+    }
+    void registerEventTimeTimer(int64_t time) override {
+      owner->timers_.registerEventTimeTimer(key, VoidNamespace{}, time);
+    }
+    void deleteProcessingTimeTimer(int64_t time) override {
+      owner->timers_.deleteProcessingTimeTimer(key, VoidNamespace{}, time);
+    }
+    void deleteEventTimeTimer(int64_t time) override {
+      owner->timers_.deleteEventTimeTimer(key, VoidNamespace{}, time);
+    }
     K key{};
+    std::optional<TimeDomain> domain;
+    KeyedProcessOperator* owner = nullptr;
   };
   KeySelector key_;
   Ctx ctx_;
   TimestampedCollector<OUT> collector_;
+  internal::InternalTimerService<K, VoidNamespace> timers_;
 };
 
 // A reduce function that can update the running value in place:

@@ -16,6 +16,7 @@
 #include <sluice/environment.h>
 #include <sluice/format.h>
 #include <sluice/functions.h>
+#include <sluice/joins.h>
 #include <sluice/sink.h>
 #include <sluice/sinks.h>
 #include <sluice/source.h>
@@ -24,3 +25,8 @@
 #include <sluice/state/operator_state.h>
 #include <sluice/state/state.h>
 #include <sluice/state/streaming_runtime_context.h>
+#include <sluice/timers.h>
+#include <sluice/watermarks.h>
+#include <sluice/window_operator.h>
+#include <sluice/windowed_stream.h>
+#include <sluice/windows.h>

@@ -1,0 +1,322 @@
+// Event time: where records get their timestamps and how watermarks are made.
+//
+//   auto strategy = WatermarkStrategy<Event>::forBoundedOutOfOrderness(std::chrono::seconds(5))
+//                       .withTimestampAssigner([](const Event& e, int64_t) { return e.time; })
+//                       .withIdleness(std::chrono::minutes(1));
+//   stream.assignTimestampsAndWatermarks(strategy)   // or env.fromSource(src, strategy, name)
+//
+// As in Flink: a WatermarkGenerator sees every event (onEvent) and is asked
+// for a watermark every `pipeline.auto-watermark-interval` (onPeriodicEmit,
+// default 200 ms; 0 disables periodic emission). Emitted watermarks never go
+// backwards. Bounded out-of-orderness emits maxTimestamp - delay - 1. The
+// end of a bounded input still emits the maximum watermark, so every
+// event-time window and timer fires before the job finishes.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <type_traits>
+#include <utility>
+
+#include <sluice/core/clock.h>
+#include <sluice/core/config_options.h>
+#include <sluice/core/status.h>
+#include <sluice/core/stream_element.h>
+#include <sluice/graph/operator.h>
+
+namespace sluice {
+
+// Where a generator emits watermarks and idleness.
+class WatermarkOutput {
+ public:
+  virtual ~WatermarkOutput() = default;
+  virtual void emitWatermark(Watermark watermark) = 0;
+  // No more events for now: downstream stops waiting for this input's
+  // watermark until the next event or watermark.
+  virtual void markIdle() = 0;
+  virtual void markActive() = 0;
+};
+
+template <class T>
+class WatermarkGenerator {
+ public:
+  virtual ~WatermarkGenerator() = default;
+  // Every event, with the timestamp the assigner gave it. Punctuated
+  // generators emit here.
+  virtual void onEvent(const T& event, int64_t eventTimestamp, WatermarkOutput& output) = 0;
+  // Every auto-watermark interval. Periodic generators emit here.
+  virtual void onPeriodicEmit(WatermarkOutput& output) = 0;
+};
+
+// What a generator factory may use: processing time (the job's clock).
+class WatermarkGeneratorContext {
+ public:
+  virtual ~WatermarkGeneratorContext() = default;
+  virtual const Clock& clock() const = 0;
+};
+
+// Flink's BoundedOutOfOrdernessWatermarks: the watermark trails the highest
+// timestamp seen by the bound, minus 1 ms.
+template <class T>
+class BoundedOutOfOrdernessWatermarks : public WatermarkGenerator<T> {
+ public:
+  explicit BoundedOutOfOrdernessWatermarks(std::chrono::milliseconds maxOutOfOrderness)
+      : delay_(maxOutOfOrderness.count()) {
+    if (delay_ < 0) {
+      throw SluiceException("forBoundedOutOfOrderness: the bound must not be negative, got " +
+                            std::to_string(delay_) + " ms");
+    }
+    // Start where maxTimestamp - delay - 1 does not overflow.
+    maxTimestamp_ = kMinTimestamp + delay_ + 1;
+  }
+  void onEvent(const T&, int64_t eventTimestamp, WatermarkOutput&) override {
+    if (eventTimestamp > maxTimestamp_) maxTimestamp_ = eventTimestamp;
+  }
+  void onPeriodicEmit(WatermarkOutput& output) override {
+    output.emitWatermark(Watermark{maxTimestamp_ - delay_ - 1});
+  }
+
+ private:
+  int64_t delay_;
+  int64_t maxTimestamp_;
+};
+
+// Ascending timestamps: bounded out-of-orderness with a bound of 0.
+template <class T>
+class AscendingTimestampsWatermarks final : public BoundedOutOfOrdernessWatermarks<T> {
+ public:
+  AscendingTimestampsWatermarks()
+      : BoundedOutOfOrdernessWatermarks<T>(std::chrono::milliseconds(0)) {}
+};
+
+template <class T>
+class NoWatermarksGenerator final : public WatermarkGenerator<T> {
+ public:
+  void onEvent(const T&, int64_t, WatermarkOutput&) override {}
+  void onPeriodicEmit(WatermarkOutput&) override {}
+};
+
+// Marks the output idle after `idleTimeout` of processing time without
+// events (Flink's WatermarksWithIdleness); the next event makes it active.
+template <class T>
+class WatermarksWithIdleness final : public WatermarkGenerator<T> {
+ public:
+  WatermarksWithIdleness(std::unique_ptr<WatermarkGenerator<T>> inner,
+                         std::chrono::milliseconds idleTimeout, const Clock& clock)
+      : inner_(std::move(inner)), timeout_(idleTimeout.count()), clock_(&clock) {
+    if (timeout_ <= 0) {
+      throw SluiceException("withIdleness: the timeout must be positive, got " +
+                            std::to_string(timeout_) + " ms");
+    }
+    lastActivity_ = clock_->currentTimeMillis();
+  }
+  void onEvent(const T& event, int64_t ts, WatermarkOutput& output) override {
+    inner_->onEvent(event, ts, output);
+    lastActivity_ = clock_->currentTimeMillis();
+    idle_ = false;
+  }
+  void onPeriodicEmit(WatermarkOutput& output) override {
+    if (idle_) return;
+    if (clock_->currentTimeMillis() - lastActivity_ >= timeout_) {
+      idle_ = true;
+      output.markIdle();
+    } else {
+      inner_->onPeriodicEmit(output);
+    }
+  }
+
+ private:
+  std::unique_ptr<WatermarkGenerator<T>> inner_;
+  int64_t timeout_;
+  const Clock* clock_;
+  int64_t lastActivity_ = 0;
+  bool idle_ = false;
+};
+
+// How a stream gets timestamps and watermarks. Copyable; each parallel
+// instance creates its own generator.
+template <class T>
+class WatermarkStrategy {
+ public:
+  using GeneratorFactory =
+      std::function<std::unique_ptr<WatermarkGenerator<T>>(const WatermarkGeneratorContext&)>;
+  // (event, timestamp the record already has or kMinTimestamp) -> timestamp.
+  using TimestampAssigner = std::function<int64_t(const T&, int64_t)>;
+
+  static WatermarkStrategy forBoundedOutOfOrderness(std::chrono::milliseconds maxOutOfOrderness) {
+    BoundedOutOfOrdernessWatermarks<T> check(maxOutOfOrderness);  // validates now
+    (void)check;
+    return WatermarkStrategy([maxOutOfOrderness](const WatermarkGeneratorContext&) {
+      return std::make_unique<BoundedOutOfOrdernessWatermarks<T>>(maxOutOfOrderness);
+    });
+  }
+  static WatermarkStrategy forMonotonousTimestamps() {
+    return WatermarkStrategy([](const WatermarkGeneratorContext&) {
+      return std::make_unique<AscendingTimestampsWatermarks<T>>();
+    });
+  }
+  static WatermarkStrategy noWatermarks() {
+    return WatermarkStrategy([](const WatermarkGeneratorContext&) {
+      return std::make_unique<NoWatermarksGenerator<T>>();
+    });
+  }
+  // `factory`: std::unique_ptr<WatermarkGenerator<T>>(const WatermarkGeneratorContext&),
+  // or a callable with no argument.
+  template <class F>
+  static WatermarkStrategy forGenerator(F factory) {
+    if constexpr (std::is_invocable_v<F&, const WatermarkGeneratorContext&>) {
+      return WatermarkStrategy(
+          [factory](const WatermarkGeneratorContext& c) mutable -> std::unique_ptr<WatermarkGenerator<T>> {
+            return factory(c);
+          });
+    } else {
+      static_assert(std::is_invocable_v<F&>,
+                    "WatermarkStrategy::forGenerator(f): f must be callable as "
+                    "f(const WatermarkGeneratorContext&) or f() and return "
+                    "std::unique_ptr<WatermarkGenerator<T>>");
+      return WatermarkStrategy(
+          [factory](const WatermarkGeneratorContext&) mutable -> std::unique_ptr<WatermarkGenerator<T>> {
+            return factory();
+          });
+    }
+  }
+
+  // f: int64_t(const T& event, int64_t recordTimestamp) or int64_t(const T&).
+  template <class F>
+  WatermarkStrategy withTimestampAssigner(F f) const {
+    WatermarkStrategy copy = *this;
+    if constexpr (std::is_invocable_r_v<int64_t, F&, const T&, int64_t>) {
+      copy.assigner_ = [f](const T& e, int64_t ts) mutable -> int64_t { return f(e, ts); };
+    } else {
+      static_assert(std::is_invocable_r_v<int64_t, F&, const T&>,
+                    "withTimestampAssigner(f): f must be int64_t(const T& event, int64_t "
+                    "recordTimestamp) or int64_t(const T& event)");
+      copy.assigner_ = [f](const T& e, int64_t) mutable -> int64_t { return f(e); };
+    }
+    return copy;
+  }
+
+  template <class Rep, class Period>
+  WatermarkStrategy withIdleness(std::chrono::duration<Rep, Period> idleTimeout) const {
+    auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(idleTimeout);
+    if (timeout.count() <= 0) {
+      throw SluiceException("withIdleness: the timeout must be positive, got " +
+                            std::to_string(timeout.count()) + " ms");
+    }
+    WatermarkStrategy copy = *this;
+    GeneratorFactory inner = factory_;
+    copy.factory_ = [inner, timeout](const WatermarkGeneratorContext& c) {
+      return std::make_unique<WatermarksWithIdleness<T>>(inner(c), timeout, c.clock());
+    };
+    return copy;
+  }
+
+  std::unique_ptr<WatermarkGenerator<T>> createWatermarkGenerator(
+      const WatermarkGeneratorContext& context) const {
+    return factory_(context);
+  }
+  // Null when records keep the timestamp they have.
+  const TimestampAssigner& timestampAssigner() const { return assigner_; }
+
+ private:
+  explicit WatermarkStrategy(GeneratorFactory f) : factory_(std::move(f)) {}
+  GeneratorFactory factory_;
+  TimestampAssigner assigner_;
+};
+
+namespace internal {
+
+// Assigns timestamps and runs the watermark generator of one subtask
+// (Flink's TimestampsAndWatermarksOperator). Watermarks from upstream are
+// not forwarded, except the final maximum one.
+template <class T>
+class TimestampsAndWatermarksOperator final : public StreamOperatorBase,
+                                              public Input<T>,
+                                              private WatermarkOutput,
+                                              private WatermarkGeneratorContext {
+ public:
+  explicit TimestampsAndWatermarksOperator(WatermarkStrategy<T> strategy)
+      : strategy_(std::move(strategy)) {}
+
+  void setup(OperatorContext& context, OutputBase& output) override {
+    StreamOperatorBase::setup(context, output);
+    out_ = &static_cast<Output<T>&>(output);
+  }
+  int numberOfInputs() const override { return 1; }
+  void* inputPointer(int) override { return static_cast<Input<T>*>(this); }
+
+  void open() override {
+    generator_ = strategy_.createWatermarkGenerator(*this);
+    interval_ = context().configuration().get(options::kPipelineAutoWatermarkInterval).count();
+    if (interval_ > 0) schedule();
+  }
+
+  void processElement(const StreamRecord<T>& r) override {
+    const auto& assign = strategy_.timestampAssigner();
+    int64_t ts = r.hasTimestamp ? r.timestamp : kMinTimestamp;
+    if (assign) ts = assign(r.value, ts);
+    markActive();
+    record_.value = r.value;
+    record_.setTimestamp(ts);
+    out_->collect(record_);
+    generator_->onEvent(r.value, ts, *this);
+  }
+
+  void processWatermark(int, Watermark watermark) override {
+    // Only the end of input passes: it makes every window and timer fire.
+    if (watermark.timestamp == kMaxTimestamp && current_ != kMaxTimestamp) {
+      current_ = kMaxTimestamp;
+      markActive();
+      out_->emitWatermark(watermark);
+    }
+  }
+  void processWatermarkStatus(int, WatermarkStatus) override {}
+
+  void finish() override {
+    // The last periodic emission, so nothing the generator knows is lost.
+    if (generator_) generator_->onPeriodicEmit(*this);
+  }
+
+ private:
+  void schedule() {
+    int64_t next = context().clock().currentTimeMillis() + interval_;
+    context().registerProcessingTimer(next, [this](int64_t) {
+      generator_->onPeriodicEmit(*this);
+      schedule();
+    });
+  }
+  // WatermarkOutput
+  void emitWatermark(Watermark watermark) override {
+    if (watermark.timestamp <= current_) return;  // never backwards
+    current_ = watermark.timestamp;
+    markActive();
+    out_->emitWatermark(watermark);
+  }
+  void markIdle() override {
+    if (idle_) return;
+    idle_ = true;
+    out_->emitWatermarkStatus(WatermarkStatus::kIdle);
+  }
+  void markActive() override {
+    if (!idle_) return;
+    idle_ = false;
+    out_->emitWatermarkStatus(WatermarkStatus::kActive);
+  }
+  // WatermarkGeneratorContext
+  const Clock& clock() const override {
+    return const_cast<TimestampsAndWatermarksOperator*>(this)->context().clock();
+  }
+
+  WatermarkStrategy<T> strategy_;
+  std::unique_ptr<WatermarkGenerator<T>> generator_;
+  Output<T>* out_ = nullptr;
+  StreamRecord<T> record_;
+  int64_t interval_ = 0;
+  int64_t current_ = kMinTimestamp;
+  bool idle_ = false;
+};
+
+}  // namespace internal
+}  // namespace sluice

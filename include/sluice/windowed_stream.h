@@ -1,0 +1,358 @@
+// WindowedStream (keyBy(...).window(...)) and AllWindowedStream
+// (windowAll(...)): configure trigger, evictor and lateness, then apply a
+// window function. See sluice/windows.h for the semantics and docs/windows.md.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include <sluice/datastream.h>
+#include <sluice/window_operator.h>
+#include <sluice/windows.h>
+
+namespace sluice {
+
+namespace internal {
+
+// The key of windowAll: every element has the same one.
+template <class T>
+struct NullKeySelector {
+  uint8_t operator()(const T&) const { return 0; }
+};
+
+template <class F, class V, class OUT, class K, class W>
+concept ProcessWindowFn = std::derived_from<F, ProcessWindowFunction<V, OUT, K, W>>;
+template <class F, class V, class OUT, class K, class W>
+concept WindowFn = std::derived_from<F, WindowFunction<V, OUT, K, W>>;
+template <class F, class V, class OUT, class W>
+concept ProcessAllWindowFn = std::derived_from<F, ProcessAllWindowFunction<V, OUT, W>>;
+template <class F, class V, class OUT, class W>
+concept AllWindowFn = std::derived_from<F, AllWindowFunction<V, OUT, W>>;
+
+// The emitter for a window function receiving V on a stream keyed by K.
+template <class V, class K, class W, class F>
+auto makeEmitter(F f) {
+  using OUT = typename F::OutputType;
+  if constexpr (ProcessWindowFn<F, V, OUT, K, W>) {
+    return ProcessWindowEmitter<F>{std::move(f)};
+  } else if constexpr (WindowFn<F, V, OUT, K, W>) {
+    return WindowFunctionEmitter<F>{std::move(f)};
+  } else if constexpr (ProcessAllWindowFn<F, V, OUT, W>) {
+    return ProcessAllWindowEmitter<F>{std::move(f)};
+  } else {
+    static_assert(AllWindowFn<F, V, OUT, W>,
+                  "window function: pass an object of a class derived from "
+                  "sluice::ProcessWindowFunction<IN, OUT, KEY, W> or WindowFunction<IN, OUT, KEY, "
+                  "W> (keyed windows), or ProcessAllWindowFunction<IN, OUT, W> or "
+                  "AllWindowFunction<IN, OUT, W> (windowAll), where IN is what the window "
+                  "function receives (the element type, or the reduce/aggregate result)");
+    return AllWindowFunctionEmitter<F>{std::move(f)};
+  }
+}
+
+template <class F, class T>
+concept WindowReduceFn =
+    ReduceCallable<F, T> || ReduceFunctionObject<F, T> || InPlaceReducer<F, T>;
+
+template <class F>
+concept AggregateFn = requires {
+  typename F::InputType;
+  typename F::AccumulatorType;
+  typename F::OutputType;
+} && std::derived_from<F, AggregateFunction<typename F::InputType, typename F::AccumulatorType,
+                                            typename F::OutputType>>;
+
+}  // namespace internal
+
+template <class T, class K, class KS, class W>
+class WindowedStream {
+ public:
+  using Spec = internal::WindowSpec<T, W>;
+
+  WindowedStream(KeyedStream<T, K, KS> input, Spec spec, std::string assignerName,
+                 bool allWindows = false)
+      : input_(std::move(input)),
+        spec_(std::move(spec)),
+        assignerName_(std::move(assignerName)),
+        all_(allWindows) {}
+
+  // A built-in trigger (EventTimeTrigger::create(), CountTrigger::of(n),
+  // PurgingTrigger::of(...), ...) or an object of a Trigger<T, W> subclass.
+  template <class S>
+  WindowedStream& trigger(S t) {
+    spec_.trigger = [t] { return internal::buildTrigger<T, W>(t); };
+    triggerSet_ = true;
+    return *this;
+  }
+  // CountEvictor::of, TimeEvictor::of, DeltaEvictor::of or an Evictor<T, W>.
+  template <class S>
+  WindowedStream& evictor(S e) {
+    evictor_ = [e] { return internal::buildEvictor<T, W>(e); };
+    return *this;
+  }
+  // Elements up to `lateness` behind the watermark still update (and
+  // re-fire) their windows; window state lives until maxTimestamp + lateness.
+  template <class R, class P>
+  WindowedStream& allowedLateness(std::chrono::duration<R, P> lateness) {
+    int64_t ms = internal::toMillis(lateness);
+    if (ms < 0) {
+      throw SluiceException("allowedLateness must not be negative, got " + std::to_string(ms) +
+                            " ms");
+    }
+    spec_.allowedLateness = ms;
+    return *this;
+  }
+  // Late elements (no window left to update) go to `tag` instead of being
+  // dropped; read them with result.getSideOutput(tag).
+  WindowedStream& sideOutputLateData(const OutputTag<T>& tag) {
+    spec_.lateDataTag = tag.getId();
+    return *this;
+  }
+
+  // reduce(f): f is T(const T&, const T&) or a ReduceFunction<T>.
+  // reduce(f, windowFunction): incremental reduce, then the window function
+  // gets the one reduced value with the window's metadata.
+  template <class F>
+  SingleOutputStreamOperator<T> reduce(F f) {
+    checkReduce<F>();
+    if (evictor_) {
+      return build<T>("reduce", internal::EvictingContents<T, W, internal::ReduceFold<T, F>>(
+                                    internal::ReduceFold<T, F>{f}, evictor_),
+                      internal::PassThroughEmitter<T>{});
+    }
+    return build<T>("reduce", internal::ReduceContents<T, W, F>(f),
+                    internal::PassThroughEmitter<T>{});
+  }
+  template <class F, class P>
+  auto reduce(F f, P windowFunction) {
+    checkReduce<F>();
+    using OUT = typename P::OutputType;
+    auto emitter = internal::makeEmitter<T, K, W>(std::move(windowFunction));
+    if (evictor_) {
+      return build<OUT>("reduce", internal::EvictingContents<T, W, internal::ReduceFold<T, F>>(
+                                      internal::ReduceFold<T, F>{f}, evictor_),
+                        std::move(emitter));
+    }
+    return build<OUT>("reduce", internal::ReduceContents<T, W, F>(f), std::move(emitter));
+  }
+
+  // aggregate(agg): agg derives from AggregateFunction<T, ACC, R>; emits R.
+  template <class A>
+  auto aggregate(A agg) {
+    checkAggregate<A>();
+    using ACC = typename A::AccumulatorType;
+    using R = typename A::OutputType;
+    if (evictor_) {
+      using Fold = internal::AggregateFold<T, ACC, R, A>;
+      return build<R>("aggregate",
+                      internal::EvictingContents<T, W, Fold>(Fold{std::move(agg)}, evictor_),
+                      internal::PassThroughEmitter<R>{});
+    }
+    return build<R>("aggregate", internal::AggregateContents<T, ACC, R, W, A>(std::move(agg)),
+                    internal::PassThroughEmitter<R>{});
+  }
+  template <class A, class P>
+  auto aggregate(A agg, P windowFunction) {
+    checkAggregate<A>();
+    using ACC = typename A::AccumulatorType;
+    using R = typename A::OutputType;
+    using OUT = typename P::OutputType;
+    auto emitter = internal::makeEmitter<R, K, W>(std::move(windowFunction));
+    if (evictor_) {
+      using Fold = internal::AggregateFold<T, ACC, R, A>;
+      return build<OUT>("aggregate",
+                        internal::EvictingContents<T, W, Fold>(Fold{std::move(agg)}, evictor_),
+                        std::move(emitter));
+    }
+    return build<OUT>("aggregate", internal::AggregateContents<T, ACC, R, W, A>(std::move(agg)),
+                      std::move(emitter));
+  }
+
+  // process(f): f derives from ProcessWindowFunction<T, OUT, K, W> (or, on
+  // windowAll, ProcessAllWindowFunction<T, OUT, W>) and gets every element.
+  template <class P>
+  auto process(P windowFunction) {
+    using OUT = typename P::OutputType;
+    auto emitter = internal::makeEmitter<T, K, W>(std::move(windowFunction));
+    if (evictor_) {
+      return build<OUT>("process",
+                        internal::EvictingContents<T, W, internal::IdentityFold<T>>(
+                            internal::IdentityFold<T>{}, evictor_),
+                        std::move(emitter));
+    }
+    return build<OUT>("process", internal::ListContents<T, W>(), std::move(emitter));
+  }
+  // apply(f): f derives from WindowFunction<T, OUT, K, W> (or AllWindowFunction).
+  template <class P>
+  auto apply(P windowFunction) {
+    return process(std::move(windowFunction));
+  }
+
+  // Field aggregations per window, as on KeyedStream.
+  SingleOutputStreamOperator<T> sum(int position) { return agg(internal::AggregationKind::kSum, position); }
+  SingleOutputStreamOperator<T> min(int position) { return agg(internal::AggregationKind::kMin, position); }
+  SingleOutputStreamOperator<T> max(int position) { return agg(internal::AggregationKind::kMax, position); }
+  SingleOutputStreamOperator<T> minBy(int position) {
+    return agg(internal::AggregationKind::kMinBy, position);
+  }
+  SingleOutputStreamOperator<T> maxBy(int position) {
+    return agg(internal::AggregationKind::kMaxBy, position);
+  }
+  SingleOutputStreamOperator<T> sum(const std::string& field) {
+    return agg(internal::AggregationKind::kSum, fieldPosition(field));
+  }
+  SingleOutputStreamOperator<T> min(const std::string& field) {
+    return agg(internal::AggregationKind::kMin, fieldPosition(field));
+  }
+  SingleOutputStreamOperator<T> max(const std::string& field) {
+    return agg(internal::AggregationKind::kMax, fieldPosition(field));
+  }
+  SingleOutputStreamOperator<T> minBy(const std::string& field) {
+    return agg(internal::AggregationKind::kMinBy, fieldPosition(field));
+  }
+  SingleOutputStreamOperator<T> maxBy(const std::string& field) {
+    return agg(internal::AggregationKind::kMaxBy, fieldPosition(field));
+  }
+  template <class V, class C>
+  requires std::same_as<C, T> SingleOutputStreamOperator<T> sum(V C::*m) {
+    return reduce(internal::MemberAggregator<T, V, C>(internal::AggregationKind::kSum, m));
+  }
+  template <class V, class C>
+  requires std::same_as<C, T> SingleOutputStreamOperator<T> min(V C::*m) {
+    return reduce(internal::MemberAggregator<T, V, C>(internal::AggregationKind::kMin, m));
+  }
+  template <class V, class C>
+  requires std::same_as<C, T> SingleOutputStreamOperator<T> max(V C::*m) {
+    return reduce(internal::MemberAggregator<T, V, C>(internal::AggregationKind::kMax, m));
+  }
+  template <class V, class C>
+  requires std::same_as<C, T> SingleOutputStreamOperator<T> minBy(V C::*m) {
+    return reduce(internal::MemberAggregator<T, V, C>(internal::AggregationKind::kMinBy, m));
+  }
+  template <class V, class C>
+  requires std::same_as<C, T> SingleOutputStreamOperator<T> maxBy(V C::*m) {
+    return reduce(internal::MemberAggregator<T, V, C>(internal::AggregationKind::kMaxBy, m));
+  }
+
+ private:
+  template <class F>
+  static void checkReduce() {
+    static_assert(internal::WindowReduceFn<F, T>,
+                  "WindowedStream::reduce(f) accepts a callable  T f(const T& a, const T& b)  or "
+                  "an object of a class derived from sluice::ReduceFunction<T>");
+  }
+  template <class A>
+  static void checkAggregate() {
+    static_assert(internal::AggregateFn<A>,
+                  "WindowedStream::aggregate(agg): agg must be an object of a class derived from "
+                  "sluice::AggregateFunction<T, ACC, OUT>");
+    if constexpr (internal::AggregateFn<A>) {
+      static_assert(std::is_same_v<typename A::InputType, T>,
+                    "WindowedStream::aggregate(agg): the AggregateFunction's input type must be "
+                    "the stream's element type");
+    }
+  }
+
+  int fieldPosition(const std::string& field) const {
+    if constexpr (SluiceStruct<T>) {
+      int32_t i = fieldIndex<T>(field);
+      if (i < 0) throw SluiceException("no field '" + field + "' in " + TypeSerializer<T>::schema());
+      return i;
+    } else {
+      throw SluiceException("aggregation by field name '" + field +
+                            "' needs a SLUICE_STRUCT type; got " + TypeSerializer<T>::schema());
+    }
+  }
+  SingleOutputStreamOperator<T> agg(internal::AggregationKind kind, int position) {
+    return reduce(internal::PositionAggregator<T>(
+        kind, position, std::string("WindowedStream::") + internal::aggregationName(kind)));
+  }
+
+  template <class OUT, class Contents, class Emitter>
+  SingleOutputStreamOperator<OUT> build(const char* what, Contents contents, Emitter emitter) {
+    using Op = internal::WindowOperator<K, T, OUT, W, Contents, Emitter, KS>;
+    Spec spec = spec_;
+    KS key = input_.getKeySelector();
+    std::string name = std::string(all_ ? "AllWindow(" : "Window(") + assignerName_ + ", " +
+                       (triggerSet_ ? spec.trigger()->toString() : "default trigger") +
+                       (evictor_ ? ", evictor" : "") + ", " + what + ")";
+    auto factory = [spec, key, emitter, contents]() {
+      return std::make_unique<Op>(spec, contents, emitter, key);
+    };
+    auto out = input_.template transform<OUT>(name, std::move(factory));
+    if (all_) out.setParallelism(1);
+    return out;
+  }
+
+  KeyedStream<T, K, KS> input_;
+  Spec spec_;
+  std::string assignerName_;
+  bool all_ = false;
+  bool triggerSet_ = false;
+  std::function<std::unique_ptr<Evictor<T, W>>()> evictor_;
+};
+
+// windowAll(...): one window operator instance (parallelism 1) sees every
+// element. Same configuration and functions as WindowedStream, with
+// ProcessAllWindowFunction / AllWindowFunction as window functions.
+template <class T, class W>
+using AllWindowedStream = WindowedStream<T, uint8_t, internal::NullKeySelector<T>, W>;
+
+// --- KeyedStream / DataStream entry points -------------------------------------
+
+template <class T, class K, class KS>
+template <class A>
+auto KeyedStream<T, K, KS>::window(A assigner) const {
+  using W = typename A::WindowType;
+  internal::WindowSpec<T, W> spec;
+  spec.assigner = [assigner] { return internal::buildAssigner<T>(assigner); };
+  std::string name = spec.assigner()->toString();
+  return WindowedStream<T, K, KS, W>(*this, std::move(spec), std::move(name));
+}
+
+template <class T, class K, class KS>
+auto KeyedStream<T, K, KS>::countWindow(int64_t size) const {
+  auto w = window(GlobalWindows::create());
+  w.trigger(PurgingTrigger::of(CountTrigger::of(size)));
+  return w;
+}
+
+template <class T, class K, class KS>
+auto KeyedStream<T, K, KS>::countWindow(int64_t size, int64_t slide) const {
+  auto w = window(GlobalWindows::create());
+  w.evictor(CountEvictor::of(size));
+  w.trigger(CountTrigger::of(slide));
+  return w;
+}
+
+template <class T>
+template <class A>
+auto DataStream<T>::windowAll(A assigner) const {
+  using W = typename A::WindowType;
+  KeyedStream<T, uint8_t, internal::NullKeySelector<T>> keyed(env_, inputs_,
+                                                              internal::NullKeySelector<T>{});
+  internal::WindowSpec<T, W> spec;
+  spec.assigner = [assigner] { return internal::buildAssigner<T>(assigner); };
+  std::string name = spec.assigner()->toString();
+  return AllWindowedStream<T, W>(std::move(keyed), std::move(spec), std::move(name), true);
+}
+
+template <class T>
+auto DataStream<T>::countWindowAll(int64_t size) const {
+  auto w = windowAll(GlobalWindows::create());
+  w.trigger(PurgingTrigger::of(CountTrigger::of(size)));
+  return w;
+}
+
+template <class T>
+auto DataStream<T>::countWindowAll(int64_t size, int64_t slide) const {
+  auto w = windowAll(GlobalWindows::create());
+  w.evictor(CountEvictor::of(size));
+  w.trigger(CountTrigger::of(slide));
+  return w;
+}
+
+}  // namespace sluice

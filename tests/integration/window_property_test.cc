@@ -1,0 +1,194 @@
+// Property test: random out-of-order input with a bounded delay, summed in
+// tumbling and sliding event-time windows by the engine at parallelism 1, 2
+// and 4, must equal a reference that sorts the input and groups it by window.
+// A punctuated generator emits a watermark after every event, so windows fire
+// all through the run, not only at the end of input; with the delay bound
+// equal to the real disorder no element is ever late.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include <sluice/sluice.h>
+
+namespace sluice {
+namespace {
+
+using Event = std::tuple<int64_t, int64_t, int64_t>;   // key, value, timestamp
+using Result = std::tuple<int64_t, int64_t, int64_t>;  // key, window start, sum
+
+// Element i: timestamp i * 7 + jitter, jitter in [0, kDelay), so a later
+// element is never more than kDelay behind an earlier one.
+constexpr int64_t kDelay = 50;
+
+std::vector<Event> randomEvents(uint64_t seed, int n) {
+  std::mt19937_64 rng(seed);
+  std::vector<Event> events;
+  events.reserve(n);
+  for (int i = 0; i < n; ++i) {
+    int64_t key = static_cast<int64_t>(rng() % 13);
+    int64_t value = static_cast<int64_t>(rng() % 100) - 20;
+    int64_t ts = i * 7 + static_cast<int64_t>(rng() % kDelay) - 1000;  // negatives too
+    events.emplace_back(key, value, ts);
+  }
+  return events;
+}
+
+// Punctuated bounded out-of-orderness: a watermark after every event.
+class PunctuatedBounded final : public WatermarkGenerator<Event> {
+ public:
+  void onEvent(const Event&, int64_t ts, WatermarkOutput& out) override {
+    max_ = std::max(max_, ts);
+    out.emitWatermark(Watermark{max_ - kDelay - 1});
+  }
+  void onPeriodicEmit(WatermarkOutput&) override {}
+
+ private:
+  int64_t max_ = kMinTimestamp + kDelay + 1;
+};
+
+class AddWindowStart final : public ProcessWindowFunction<Event, Result, int64_t, TimeWindow> {
+ public:
+  void process(const int64_t& key, Context& ctx, const std::vector<Event>& sums,
+               Collector<Result>& out) override {
+    out.collect(Result{key, ctx.window().getStart(), std::get<1>(sums.front())});
+  }
+};
+
+// The reference: every window [start, start + size) with start aligned to
+// `slide` that contains the element, summed per key.
+std::vector<Result> reference(std::vector<Event> events, int64_t size, int64_t slide) {
+  std::sort(events.begin(), events.end(),
+            [](const Event& a, const Event& b) { return std::get<2>(a) < std::get<2>(b); });
+  std::map<std::pair<int64_t, int64_t>, int64_t> sums;
+  for (const auto& [key, value, ts] : events) {
+    int64_t lastStart = ts - (((ts % slide) + slide) % slide);
+    for (int64_t start = lastStart; start > ts - size; start -= slide) {
+      sums[{key, start}] += value;
+    }
+  }
+  std::vector<Result> out;
+  for (const auto& [k, sum] : sums) out.emplace_back(k.first, k.second, sum);
+  return out;
+}
+
+// Sessions: per key, sorted by time, an element joins the running session
+// when its timestamp is at most the session's end (windows [ts, ts + gap)
+// that touch merge).
+std::vector<Result> referenceSessions(std::vector<Event> events, int64_t gap) {
+  std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
+    return std::tie(std::get<0>(a), std::get<2>(a)) < std::tie(std::get<0>(b), std::get<2>(b));
+  });
+  std::vector<Result> out;
+  int64_t key = 0, start = 0, end = 0, sum = 0;
+  bool open = false;
+  for (const auto& [k, value, ts] : events) {
+    if (open && k == key && ts <= end) {
+      end = std::max(end, ts + gap);
+      sum += value;
+      continue;
+    }
+    if (open) out.emplace_back(key, start, sum);
+    key = k;
+    start = ts;
+    end = ts + gap;
+    sum = value;
+    open = true;
+  }
+  if (open) out.emplace_back(key, start, sum);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// size == slide: tumbling; slide == 0: sessions with gap `size`.
+std::vector<Result> runEngine(const std::vector<Event>& events, int parallelism, int64_t size,
+                              int64_t slide, const std::string& backend = "hashmap") {
+  StreamExecutionEnvironment env;
+  env.setParallelism(parallelism);
+  env.setStateBackend(backend);
+  auto strategy =
+      WatermarkStrategy<Event>::forGenerator([] { return std::make_unique<PunctuatedBounded>(); })
+          .withTimestampAssigner([](const Event& e) { return std::get<2>(e); });
+  // A parallel source: each subtask reads a slice, so the window operator
+  // takes the minimum watermark over several channels.
+  auto data = std::make_shared<const std::vector<Event>>(events);
+  auto keyed = env.fromSequence(0, static_cast<int64_t>(events.size()) - 1)
+                   .map([data](const int64_t& i) { return (*data)[static_cast<size_t>(i)]; })
+                   .assignTimestampsAndWatermarks(strategy)
+                   .keyBy([](const Event& e) { return std::get<0>(e); });
+  auto sum = [](const Event& a, const Event& b) {
+    return Event{std::get<0>(a), std::get<1>(a) + std::get<1>(b), std::get<2>(a)};
+  };
+  std::vector<Result> out;
+  if (slide == 0) {
+    out = keyed.window(EventTimeSessionWindows::withGap(std::chrono::milliseconds(size)))
+              .reduce(sum, AddWindowStart())
+              .executeAndCollect();
+  } else if (size == slide) {
+    out = keyed.window(TumblingEventTimeWindows::of(std::chrono::milliseconds(size)))
+              .reduce(sum, AddWindowStart())
+              .executeAndCollect();
+  } else {
+    out = keyed
+              .window(SlidingEventTimeWindows::of(std::chrono::milliseconds(size),
+                                                  std::chrono::milliseconds(slide)))
+              .reduce(sum, AddWindowStart())
+              .executeAndCollect();
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+struct Case {
+  int64_t size;
+  int64_t slide;
+};
+
+class WindowPropertyTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(WindowPropertyTest, TumblingAndSlidingSumsMatchTheReference) {
+  const int parallelism = GetParam();
+  for (Case c : {Case{100, 100}, Case{250, 250}, Case{300, 100}, Case{250, 60}}) {
+    for (uint64_t seed : {1u, 2u}) {
+      auto events = randomEvents(seed * 1000 + static_cast<uint64_t>(c.size + c.slide), 3000);
+      auto expected = reference(events, c.size, c.slide);
+      ASSERT_FALSE(expected.empty());
+      EXPECT_EQ(runEngine(events, parallelism, c.size, c.slide), expected)
+          << "size " << c.size << " slide " << c.slide << " seed " << seed << " parallelism "
+          << parallelism;
+    }
+  }
+}
+
+TEST_P(WindowPropertyTest, SessionSumsMatchTheReference) {
+  const int parallelism = GetParam();
+  for (int64_t gap : {5, 20, 60}) {
+    // Sparse keys so that sessions both merge and split.
+    auto events = randomEvents(static_cast<uint64_t>(gap) * 7, 2000);
+    auto expected = referenceSessions(events, gap);
+    ASSERT_FALSE(expected.empty());
+    EXPECT_EQ(runEngine(events, parallelism, gap, 0), expected)
+        << "gap " << gap << " parallelism " << parallelism;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Parallelism, WindowPropertyTest, ::testing::Values(1, 2, 4));
+
+// The same windows with their contents in RocksDB: window state goes through
+// the state interface, so the results must not change.
+TEST(WindowPropertyRocksDbTest, TumblingSlidingAndSessionsOnRocksDb) {
+  auto events = randomEvents(42, 1500);
+  EXPECT_EQ(runEngine(events, 2, 100, 100, "rocksdb"), reference(events, 100, 100));
+  EXPECT_EQ(runEngine(events, 2, 300, 100, "rocksdb"), reference(events, 300, 100));
+  EXPECT_EQ(runEngine(events, 2, 20, 0, "rocksdb"), referenceSessions(events, 20));
+}
+
+}  // namespace
+}  // namespace sluice
