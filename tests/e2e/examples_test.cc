@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -172,3 +173,50 @@ TEST(ExamplesTest, SocketWordCountFailsClearlyWhenNobodyListens) {
 }
 
 }  // namespace
+
+namespace {
+
+// The windowed WordCount's generator, restated: word i is kWords[(i * 3) % 8]
+// at event time i * 100 + (i % 5) * 50 ms; 5 s tumbling windows.
+std::set<std::string> referenceWindowedCounts(int64_t events) {
+  const char* words[] = {"to", "be", "or", "not", "that", "is", "the", "question"};
+  std::map<std::pair<std::string, int64_t>, int64_t> counts;
+  for (int64_t i = 0; i < events; ++i) {
+    int64_t ts = i * 100 + (i % 5) * 50;
+    ++counts[{words[(i * 3) % 8], ts - ts % 5000}];
+  }
+  std::set<std::string> lines;
+  for (const auto& [key, n] : counts) {
+    lines.insert(key.first + "," + std::to_string(n) + "," + std::to_string(key.second) + "," +
+                 std::to_string(key.second + 5000));
+  }
+  return lines;
+}
+
+std::set<std::string> outputLines(const std::string& out) {
+  std::set<std::string> lines;
+  std::istringstream in(out);
+  std::string l;
+  while (std::getline(in, l)) {
+    size_t prefix = l.find("> ");
+    if (prefix != std::string::npos && l.find_first_not_of("0123456789") == prefix) {
+      l = l.substr(prefix + 2);
+    }
+    EXPECT_TRUE(lines.insert(l).second) << "window fired twice: " << l;
+  }
+  return lines;
+}
+
+}  // namespace
+
+TEST(ExamplesTest, WindowedWordCountCountsEveryWindowOnce) {
+  const int64_t events = 20'000;  // 2,000 s of event time: 400 windows x 8 words
+  auto expected = referenceWindowedCounts(events);
+  ASSERT_EQ(expected.size(), 400u * 8u);
+  for (const char* p : {"1", "2"}) {
+    ProcessResult r =
+        run({SLUICE_WINDOWED_WORDCOUNT_BIN, "-p", p, "--events", std::to_string(events)});
+    ASSERT_EQ(r.exitCode, 0) << "parallelism " << p;
+    EXPECT_EQ(outputLines(r.out), expected) << "parallelism " << p;
+  }
+}
