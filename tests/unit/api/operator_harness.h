@@ -135,6 +135,7 @@ class CollectingOutput final : public Output<T> {
 struct CapturedSnapshot {
   std::string operatorState;
   std::shared_ptr<const std::string> keyedState;  // null without keyed state
+  std::string timers;                             // empty without timers
 };
 
 // The restore of each of `newParallelism` subtasks from the snapshots of all
@@ -150,6 +151,7 @@ inline std::vector<OperatorStateRestore> redistribute(const std::vector<Captured
   for (int i = 0; i < newParallelism; ++i) {
     restores[i].operatorState = std::move(parts[i]);
     for (size_t j = 0; j < old.size(); ++j) {
+      if (!old[j].timers.empty()) restores[i].timers.push_back(old[j].timers);
       if (old[j].keyedState) {
         restores[i].keyedState.push_back(
             KeyedStateHandleRef{"old subtask " + std::to_string(j), old[j].keyedState});
@@ -206,6 +208,7 @@ class OperatorHarness {
     OperatorStateSnapshot s = op_->snapshotState(checkpointId);
     CapturedSnapshot captured;
     captured.operatorState = std::move(s.operatorState);
+    captured.timers = std::move(s.timers);
     if (s.keyedState) {
       std::ostringstream out;
       s.keyedState->writeTo(out);
