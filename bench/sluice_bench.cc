@@ -21,6 +21,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -31,6 +32,7 @@
 #include <string_view>
 #include <system_error>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -367,6 +369,148 @@ Row runKeyedSum(int64_t n, int parallelism, int repeat, const std::string& backe
   if (backend.empty() || backend == "hashmap") {
     row.target = ">=10M rec/s";
     row.targetMet = row.recordsPerSecond() >= 10e6;
+  }
+  return row;
+}
+
+// ---------------------------------------------------------------------------
+// (b2) windows: the keyed event-time window micro-benchmarks of issue 4.
+// Element i: key i % 10000, value i % 1000, event time i / 1000 ms (1M
+// events per event-time second); ascending timestamps, periodic watermarks.
+
+using WindowEvent = std::tuple<int64_t, int64_t, int64_t>;  // key, value, timestamp
+
+struct WindowTotals {
+  std::atomic<int64_t> rows{0};
+  std::atomic<int64_t> sumOfField1{0};
+  std::atomic<int64_t> sumOfField2{0};
+};
+
+class WindowTotalsSink final : public sluice::Sink<WindowEvent> {
+ public:
+  explicit WindowTotalsSink(std::shared_ptr<WindowTotals> t) : totals_(std::move(t)) {}
+  std::unique_ptr<sluice::SinkWriter<WindowEvent>> createWriter(
+      sluice::WriterInitContext&) const override {
+    return std::make_unique<Writer>(totals_);
+  }
+
+ private:
+  class Writer final : public sluice::SinkWriter<WindowEvent> {
+   public:
+    explicit Writer(std::shared_ptr<WindowTotals> t) : totals_(std::move(t)) {}
+    void write(const WindowEvent& e, const sluice::SinkWriterContext&) override {
+      ++rows_;
+      f1_ += std::get<1>(e);
+      f2_ += std::get<2>(e);
+    }
+    void close() override {
+      totals_->rows += rows_;
+      totals_->sumOfField1 += f1_;
+      totals_->sumOfField2 += f2_;
+    }
+
+   private:
+    std::shared_ptr<WindowTotals> totals_;
+    int64_t rows_ = 0, f1_ = 0, f2_ = 0;
+  };
+  std::shared_ptr<WindowTotals> totals_;
+};
+
+auto windowSource(sluice::StreamExecutionEnvironment& env, int64_t n) {
+  auto strategy = sluice::WatermarkStrategy<WindowEvent>::forMonotonousTimestamps()
+                      .withTimestampAssigner([](const WindowEvent& e) { return std::get<2>(e); });
+  return env
+      .fromGenerator([](int64_t i) { return WindowEvent{i % kNumKeys, i % 1000, i / 1000}; }, n)
+      .assignTimestampsAndWatermarks(strategy)
+      .keyBy([](const WindowEvent& e) { return std::get<0>(e); });
+}
+
+// Keyed tumbling 1 s event-time window sum of field 1.
+Row runWindowTumbling(int64_t n, int parallelism, int repeat, const std::string& backend) {
+  // Expected: one row per (key, second) that has elements; the sums add up.
+  int64_t expectedRows = 0, expectedSum = 0;
+  for (int64_t sec = 0; sec * 1'000'000 < n; ++sec) {
+    int64_t inSecond = std::min<int64_t>(n - sec * 1'000'000, 1'000'000);
+    expectedRows += std::min<int64_t>(inSecond, kNumKeys);
+  }
+  for (int64_t i = 0; i < n; ++i) expectedSum += i % 1000;
+  Row row(backend.empty() ? "window-tumbling" : "window-tumbling/" + backend, parallelism, n);
+  row.best = bestOf(repeat, [&] {
+    auto totals = std::make_shared<WindowTotals>();
+    sluice::StreamExecutionEnvironment env;
+    env.setParallelism(parallelism);
+    if (!backend.empty()) env.setStateBackend(backend);
+    windowSource(env, n)
+        .window(sluice::TumblingEventTimeWindows::of(std::chrono::seconds(1)))
+        .sum(1)
+        .sinkTo(WindowTotalsSink(totals), "Totals");
+    Sample s = measure([&] { env.execute("bench-window-tumbling"); });
+    check(totals->rows == expectedRows, "window-tumbling: " + std::to_string(totals->rows.load()) +
+                                            " windows fired, expected " +
+                                            std::to_string(expectedRows));
+    check(totals->sumOfField1 == expectedSum, "window-tumbling: the window sums do not add up");
+    return s;
+  });
+  if (backend.empty() || backend == "hashmap") {
+    row.target = ">=10M ev/s per core";
+    row.targetMet = row.recordsPerCpuSecond() >= 10e6;
+  }
+  return row;
+}
+
+// Keyed sliding 10 s / 2 s windows: count and max of field 1 per key.
+class CountAndMax final : public sluice::AggregateFunction<WindowEvent, WindowEvent, WindowEvent> {
+ public:
+  WindowEvent createAccumulator() override { return {0, 0, -1}; }  // key, count, max
+  WindowEvent add(const WindowEvent& e, WindowEvent acc) override {
+    return {std::get<0>(e), std::get<1>(acc) + 1, std::max(std::get<2>(acc), std::get<1>(e))};
+  }
+  WindowEvent getResult(const WindowEvent& acc) override { return acc; }
+  WindowEvent merge(WindowEvent a, WindowEvent b) override {
+    return {std::get<0>(a), std::get<1>(a) + std::get<1>(b), std::max(std::get<2>(a), std::get<2>(b))};
+  }
+};
+
+Row runWindowSliding(int64_t n, int parallelism, int repeat, const std::string& backend) {
+  // Every element is in exactly 5 windows; the expected maxima are summed
+  // per (key, window) from the same formula, untimed.
+  std::map<std::pair<int64_t, int64_t>, int64_t> maxima;
+  if (n <= 20'000'000) {
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t ts = i / 1000, last = ts - ts % 2000;
+      for (int64_t start = last; start > ts - 10'000; start -= 2000) {
+        int64_t& m = maxima.try_emplace({i % kNumKeys, start}, -1).first->second;
+        m = std::max(m, i % 1000);
+      }
+    }
+  }
+  int64_t expectedMaxSum = 0;
+  for (const auto& [k, m] : maxima) expectedMaxSum += m;
+  Row row(backend.empty() ? "window-sliding" : "window-sliding/" + backend, parallelism, n);
+  row.best = bestOf(repeat, [&] {
+    auto totals = std::make_shared<WindowTotals>();
+    sluice::StreamExecutionEnvironment env;
+    env.setParallelism(parallelism);
+    if (!backend.empty()) env.setStateBackend(backend);
+    windowSource(env, n)
+        .window(sluice::SlidingEventTimeWindows::of(std::chrono::seconds(10),
+                                                    std::chrono::seconds(2)))
+        .aggregate(CountAndMax())
+        .sinkTo(WindowTotalsSink(totals), "Totals");
+    Sample s = measure([&] { env.execute("bench-window-sliding"); });
+    check(totals->sumOfField1 == 5 * n, "window-sliding: window counts add up to " +
+                                            std::to_string(totals->sumOfField1.load()) +
+                                            ", expected " + std::to_string(5 * n));
+    if (!maxima.empty()) {
+      check(totals->rows == static_cast<int64_t>(maxima.size()),
+            "window-sliding: wrong number of windows fired");
+      check(totals->sumOfField2 == expectedMaxSum, "window-sliding: window maxima differ");
+    }
+    return s;
+  });
+  if (backend.empty() || backend == "hashmap") {
+    row.target = ">=3M ev/s per core";
+    row.targetMet = row.recordsPerCpuSecond() >= 3e6;
   }
   return row;
 }
@@ -938,16 +1082,19 @@ int main(int argc, char** argv) {
   std::vector<std::string> backends;
   // The default set; state-ltm (tens of seconds, ~1 GB on disk) runs only
   // when named.
-  const std::vector<std::string> all = {"chained", "keyed-sum", "wordcount", "wordcount-baseline"};
+  const std::vector<std::string> all = {"chained",        "keyed-sum",     "wordcount",
+                                        "wordcount-baseline", "window-tumbling", "window-sliding"};
   std::vector<std::string> known = all;
   known.push_back("state-ltm");
   app.add_option("--workload", workloads,
-                 "chained, keyed-sum, wordcount, wordcount-baseline, state-ltm (repeatable; "
+                 "chained, keyed-sum, wordcount, wordcount-baseline, window-tumbling, "
+                 "window-sliding, state-ltm (repeatable; "
                  "default all but state-ltm)")
       ->check(CLI::IsMember(known));
   app.add_option(
          "--records", records,
-         "records per run (wordcount: words); default chained 50M, keyed-sum 20M, wordcount 5M")
+         "records per run (wordcount: words); default chained 50M, keyed-sum 20M, wordcount 5M, "
+         "window-tumbling 20M, window-sliding 5M")
       ->check(CLI::PositiveNumber);
   app.add_option(
          "--parallelism", parallelisms,
@@ -996,6 +1143,20 @@ int main(int argc, char** argv) {
                                       verify, keyedBackends);
       rows.push_back(wc.baseline);
       for (Row& r : wc.engine) rows.push_back(r);
+    }
+    for (const std::string& backend : keyedBackends) {
+      if (wanted("window-tumbling")) {
+        for (int p : pars({1, 2})) {
+          rows.push_back(runWindowTumbling(count(20'000'000), p, repeat, backend));
+          rows.back().peakRssMiB = peakRssMiB();
+        }
+      }
+      if (wanted("window-sliding")) {
+        for (int p : pars({1, 2})) {
+          rows.push_back(runWindowSliding(count(5'000'000), p, repeat, backend));
+          rows.back().peakRssMiB = peakRssMiB();
+        }
+      }
     }
     if (wanted("state-ltm")) rows.push_back(runStateLtm(count(2 * kLtmKeys)));
   } catch (const std::exception& e) {
