@@ -417,10 +417,15 @@ class WindowTotalsSink final : public sluice::Sink<WindowEvent> {
 };
 
 auto windowSource(sluice::StreamExecutionEnvironment& env, int64_t n) {
-  auto strategy = sluice::WatermarkStrategy<WindowEvent>::forMonotonousTimestamps()
-                      .withTimestampAssigner([](const WindowEvent& e) { return std::get<2>(e); });
+  auto strategy =
+      sluice::WatermarkStrategy<WindowEvent>::forMonotonousTimestamps().withTimestampAssigner(
+          [](const WindowEvent& e) { return std::get<2>(e); });
   return env
-      .fromGenerator([](int64_t i) { return WindowEvent{i % kNumKeys, i % 1000, i / 1000}; }, n)
+      .fromGenerator(
+          [](int64_t i) {
+            return WindowEvent{i % kNumKeys, i % 1000, i / 1000};
+          },
+          n)
       .assignTimestampsAndWatermarks(strategy)
       .keyBy([](const WindowEvent& e) { return std::get<0>(e); });
 }
@@ -467,7 +472,8 @@ class CountAndMax final : public sluice::AggregateFunction<WindowEvent, WindowEv
   }
   WindowEvent getResult(const WindowEvent& acc) override { return acc; }
   WindowEvent merge(WindowEvent a, WindowEvent b) override {
-    return {std::get<0>(a), std::get<1>(a) + std::get<1>(b), std::max(std::get<2>(a), std::get<2>(b))};
+    return {std::get<0>(a), std::get<1>(a) + std::get<1>(b),
+            std::max(std::get<2>(a), std::get<2>(b))};
   }
 };
 
@@ -493,8 +499,8 @@ Row runWindowSliding(int64_t n, int parallelism, int repeat, const std::string& 
     env.setParallelism(parallelism);
     if (!backend.empty()) env.setStateBackend(backend);
     windowSource(env, n)
-        .window(sluice::SlidingEventTimeWindows::of(std::chrono::seconds(10),
-                                                    std::chrono::seconds(2)))
+        .window(
+            sluice::SlidingEventTimeWindows::of(std::chrono::seconds(10), std::chrono::seconds(2)))
         .aggregate(CountAndMax())
         .sinkTo(WindowTotalsSink(totals), "Totals");
     Sample s = measure([&] { env.execute("bench-window-sliding"); });
@@ -1082,8 +1088,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> backends;
   // The default set; state-ltm (tens of seconds, ~1 GB on disk) runs only
   // when named.
-  const std::vector<std::string> all = {"chained",        "keyed-sum",     "wordcount",
-                                        "wordcount-baseline", "window-tumbling", "window-sliding"};
+  const std::vector<std::string> all = {"chained",         "keyed-sum",
+                                        "wordcount",       "wordcount-baseline",
+                                        "window-tumbling", "window-sliding"};
   std::vector<std::string> known = all;
   known.push_back("state-ltm");
   app.add_option("--workload", workloads,

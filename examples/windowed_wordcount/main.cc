@@ -74,21 +74,25 @@ int main(int argc, char** argv) {
       }
     }
 
-    auto strategy = sluice::WatermarkStrategy<TimedWord>::forBoundedOutOfOrderness(
-                        std::chrono::seconds(1))
-                        .withTimestampAssigner([](const TimedWord& w) { return w.timestamp; });
-    auto counts =
-        env.fromGenerator(
-               [](int64_t i) {
-                 return TimedWord{kWords[(i * 3) % 8], i * 100 + (i % 5) * 50};
-               },
-               events)
-            .assignTimestampsAndWatermarks(strategy)
-            .map([](const TimedWord& w) { return Count{w.word, 1}; })
-            .keyBy([](const Count& c) { return c.first; })
-            .window(sluice::TumblingEventTimeWindows::of(std::chrono::seconds(5)))
-            .reduce([](const Count& a, const Count& b) { return Count{a.first, a.second + b.second}; },
-                    WithWindow());
+    auto strategy =
+        sluice::WatermarkStrategy<TimedWord>::forBoundedOutOfOrderness(std::chrono::seconds(1))
+            .withTimestampAssigner([](const TimedWord& w) { return w.timestamp; });
+    auto counts = env.fromGenerator(
+                         [](int64_t i) {
+                           return TimedWord{kWords[(i * 3) % 8], i * 100 + (i % 5) * 50};
+                         },
+                         events)
+                      .assignTimestampsAndWatermarks(strategy)
+                      .map([](const TimedWord& w) {
+                        return Count{w.word, 1};
+                      })
+                      .keyBy([](const Count& c) { return c.first; })
+                      .window(sluice::TumblingEventTimeWindows::of(std::chrono::seconds(5)))
+                      .reduce(
+                          [](const Count& a, const Count& b) {
+                            return Count{a.first, a.second + b.second};
+                          },
+                          WithWindow());
     if (output.empty()) {
       counts.print();
     } else {

@@ -53,11 +53,12 @@ class KeyedStateHandler {
 
   // Makes `key` the current key of every keyed state of the operator.
   void setCurrentKey(const K& key) {
+    // Small keys serialize into a stack buffer (no vector growth per record).
+    uint8_t buffer[64] = {};
     keyBytes_.clear();
-    DataOutputView out(keyBytes_);
+    DataOutputView out(buffer, sizeof buffer, keyBytes_);
     TypeSerializer<K>::serialize(key, out);
-    backend_->setCurrentKey(keyBytes_.data(), keyBytes_.size(),
-                            assignToKeyGroup(key, maxParallelism_));
+    backend_->setCurrentKey(out.data(), out.size(), assignToKeyGroup(key, maxParallelism_));
   }
 
   // The key of serialized `bytes`, as forEachKey reports them.

@@ -636,9 +636,9 @@ class NonKeyedTimerService final : public TimerService {
 
  private:
   [[noreturn]] void refuse() const {
-    throw SluiceException(
-        "Setting timers is only supported on a keyed streams (operator '" +
-        context_->runtimeContext().getOperatorName() + "'); use keyBy(...).process(...)");
+    throw SluiceException("Setting timers is only supported on a keyed streams (operator '" +
+                          context_->runtimeContext().getOperatorName() +
+                          "'); use keyBy(...).process(...)");
   }
   OperatorContext* context_ = nullptr;
   int64_t watermark_ = kMinTimestamp;

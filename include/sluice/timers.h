@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <set>
 #include <string>
@@ -16,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include <sluice/core/flat_hash_map.h>
 #include <sluice/core/key_hash.h>
 #include <sluice/core/serializer.h>
 #include <sluice/graph/operator.h>
@@ -48,6 +50,12 @@ struct TimerData {
 
 // One operator's timers with namespace type N (VoidNamespace for process
 // functions, the window type for window operators). Task thread only.
+//
+// Each domain keeps its timers twice: ordered by (timestamp, key, namespace)
+// for firing, and in a hash index for the de-duplication check that every
+// registration makes. Registering a timer that exists (the common case: a
+// window's timer is registered again for every element) costs one
+// serialization into a stack buffer and one hash probe, no allocation.
 template <class K, class N>
 class InternalTimerService {
  public:
@@ -67,34 +75,35 @@ class InternalTimerService {
   int64_t currentProcessingTime() const { return context_->clock().currentTimeMillis(); }
 
   void registerEventTimeTimer(const K& key, const N& ns, int64_t time) {
-    event_.insert(make(key, ns, time));
+    add(event_, key, ns, time);
   }
   void deleteEventTimeTimer(const K& key, const N& ns, int64_t time) {
-    event_.erase(make(key, ns, time));
+    remove(event_, key, ns, time);
   }
   void registerProcessingTimeTimer(const K& key, const N& ns, int64_t time) {
-    processing_.insert(make(key, ns, time));
-    scheduleProcessing();
+    if (add(processing_, key, ns, time)) scheduleProcessing();
   }
   void deleteProcessingTimeTimer(const K& key, const N& ns, int64_t time) {
-    processing_.erase(make(key, ns, time));
+    remove(processing_, key, ns, time);
   }
 
   // Fires every event-time timer at or before `watermark`, in order. Timers
   // registered while firing that are due fire too.
   void advanceWatermark(int64_t watermark) {
     watermark_ = watermark;
-    while (!event_.empty() && event_.begin()->timestamp <= watermark) {
-      Entry e = std::move(event_.extract(event_.begin()).value());
+    while (!event_.queue.empty() && event_.queue.begin()->timestamp <= watermark) {
+      Entry e = pop(event_);
       onEventTime_(e.timer);
     }
   }
 
-  size_t numEventTimeTimers() const { return event_.size(); }
-  size_t numProcessingTimeTimers() const { return processing_.size(); }
+  size_t numEventTimeTimers() const { return event_.queue.size(); }
+  size_t numProcessingTimeTimers() const { return processing_.queue.size(); }
   // Visits each timer of the given domain in firing order.
   void forEachTimer(TimeDomain domain, const std::function<void(const Timer&)>& f) const {
-    for (const Entry& e : domain == TimeDomain::EVENT_TIME ? event_ : processing_) f(e.timer);
+    for (const Entry& e : (domain == TimeDomain::EVENT_TIME ? event_ : processing_).queue) {
+      f(e.timer);
+    }
   }
 
   // Every timer, with its domain and key group: [u32 count] then per timer
@@ -102,7 +111,7 @@ class InternalTimerService {
   std::string snapshot() const {
     std::vector<uint8_t> bytes;
     DataOutputView out(bytes);
-    out.writeU32(static_cast<uint32_t>(event_.size() + processing_.size()));
+    out.writeU32(static_cast<uint32_t>(event_.queue.size() + processing_.queue.size()));
     auto write = [&](const Entry& e, TimeDomain d) {
       out.writeU8(static_cast<uint8_t>(d));
       out.writeI32(e.keyGroup);
@@ -110,8 +119,8 @@ class InternalTimerService {
       out.writeU32(static_cast<uint32_t>(e.bytes.size()));
       out.writeBytes(e.bytes.data(), e.bytes.size());
     };
-    for (const Entry& e : event_) write(e, TimeDomain::EVENT_TIME);
-    for (const Entry& e : processing_) write(e, TimeDomain::PROCESSING_TIME);
+    for (const Entry& e : event_.queue) write(e, TimeDomain::EVENT_TIME);
+    for (const Entry& e : processing_.queue) write(e, TimeDomain::PROCESSING_TIME);
     return std::string(bytes.begin(), bytes.end());
   }
 
@@ -130,14 +139,15 @@ class InternalTimerService {
       Entry e;
       e.timestamp = ts;
       e.keyGroup = keyGroup;
+      e.hash = hashOf(ts, bytes.data(), bytes.size());
       e.bytes = std::move(bytes);
       DataInputView kv(e.bytes.data(), e.bytes.size());
       TypeSerializer<K>::deserialize(e.timer.key, kv);
       TypeSerializer<N>::deserialize(e.timer.ns, kv);
       e.timer.timestamp = ts;
-      (domain == TimeDomain::EVENT_TIME ? event_ : processing_).insert(std::move(e));
+      insert(domain == TimeDomain::EVENT_TIME ? event_ : processing_, std::move(e));
     }
-    if (!processing_.empty()) scheduleProcessing();
+    if (!processing_.queue.empty()) scheduleProcessing();
   }
 
  private:
@@ -145,27 +155,140 @@ class InternalTimerService {
     int64_t timestamp = 0;
     std::vector<uint8_t> bytes;  // serialized key | namespace: identity and tie-break
     int32_t keyGroup = 0;
+    uint64_t hash = 0;
     Timer timer;
     bool operator<(const Entry& o) const {
       return timestamp != o.timestamp ? timestamp < o.timestamp : bytes < o.bytes;
     }
   };
+  using Queue = std::set<Entry>;
+  using Ref = typename Queue::const_iterator;
 
-  Entry make(const K& key, const N& ns, int64_t time) const {
-    Entry e;
-    e.timestamp = time;
-    DataOutputView out(e.bytes);
+  // A timer being looked up, not yet (or never) stored.
+  struct Probe {
+    int64_t timestamp;
+    const uint8_t* data;
+    size_t size;
+    uint64_t hash;
+  };
+  // One slot of the de-duplication index: the timer's hash, timestamp and,
+  // when they fit, its key bytes inline, so that finding an existing timer
+  // touches one cache line of the index and nothing else.
+  static constexpr size_t kInlineBytes = 24;
+  struct IndexKey {
+    uint64_t hash = 0;
+    int64_t timestamp = 0;
+    uint32_t size = 0;
+    uint8_t bytes[kInlineBytes] = {};
+    const Entry* entry = nullptr;  // set once the entry is stored
+
+    IndexKey() = default;
+    explicit IndexKey(const Probe& p) : hash(p.hash), timestamp(p.timestamp) {
+      size = static_cast<uint32_t>(p.size);
+      if (p.size <= kInlineBytes && p.size != 0) std::memcpy(bytes, p.data, p.size);
+    }
+    const uint8_t* data() const { return size <= kInlineBytes ? bytes : entry->bytes.data(); }
+    friend bool operator==(const IndexKey& k, const Probe& p) {
+      return k.hash == p.hash && k.timestamp == p.timestamp && k.size == p.size &&
+             (p.size == 0 || std::memcmp(k.data(), p.data, p.size) == 0);
+    }
+    friend bool operator==(const IndexKey& a, const IndexKey& b) {
+      return a.hash == b.hash && a.timestamp == b.timestamp && a.size == b.size &&
+             (a.size == 0 || std::memcmp(a.data(), b.data(), a.size) == 0);
+    }
+  };
+  struct IndexHash {
+    uint64_t operator()(const IndexKey& k) const { return k.hash; }
+    uint64_t operator()(const Probe& p) const { return p.hash; }
+  };
+  struct Domain {
+    Queue queue;
+    FlatHashMap<IndexKey, Ref, IndexHash> index;
+  };
+
+  static uint64_t hashOf(int64_t ts, const uint8_t* p, size_t n) {
+    uint64_t h = (0x9E3779B97F4A7C15ULL ^ static_cast<uint64_t>(ts)) * 0xbf58476d1ce4e5b9ULL;
+    while (n >= 8) {
+      uint64_t w;
+      std::memcpy(&w, p, 8);
+      h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
+      h ^= h >> 31;
+      p += 8;
+      n -= 8;
+    }
+    if (n != 0) {
+      uint64_t w = 0;
+      std::memcpy(&w, p, n);
+      h = (h ^ w) * 0x94d049bb133111ebULL;
+    }
+    return h ^ (h >> 29);
+  }
+
+  // Adds the timer unless it exists; returns whether it was added.
+  bool add(Domain& d, const K& key, const N& ns, int64_t time) {
+    uint8_t buffer[64] = {};
+    overflow_.clear();
+    DataOutputView out(buffer, sizeof buffer, overflow_);
     TypeSerializer<K>::serialize(key, out);
     TypeSerializer<N>::serialize(ns, out);
+    // The same timer as the last call (a window operator registers its
+    // trigger's timer and its cleanup timer back to back, often the same).
+    if (memoDomain_ == &d && memoTime_ == time && memo_.size() == out.size() &&
+        std::memcmp(memo_.data(), out.data(), out.size()) == 0) {
+      return false;
+    }
+    memoDomain_ = &d;
+    memoTime_ = time;
+    memo_.assign(out.data(), out.data() + out.size());
+    const uint64_t h = hashOf(time, out.data(), out.size());
+    const Probe probe{time, out.data(), out.size(), h};
+    if (d.index.find(probe) != nullptr) return false;
+    Entry e;
+    e.timestamp = time;
+    e.bytes.assign(out.data(), out.data() + out.size());
     e.keyGroup = assignToKeyGroup(key, maxParallelism_);
+    e.hash = h;
     e.timer = Timer{time, key, ns};
-    return e;
+    insert(d, std::move(e));
+    return true;
+  }
+  static void insert(Domain& d, Entry e) {
+    auto [it, inserted] = d.queue.insert(std::move(e));
+    if (!inserted) return;
+    const Probe probe{it->timestamp, it->bytes.data(), it->bytes.size(), it->hash};
+    auto [slot, added] = d.index.tryEmplace(probe);
+    slot->key.entry = &*it;
+    slot->value = it;
+    (void)added;
+  }
+  static void unindex(Domain& d, const Entry& e) {
+    d.index.erase(Probe{e.timestamp, e.bytes.data(), e.bytes.size(), e.hash});
+  }
+  void remove(Domain& d, const K& key, const N& ns, int64_t time) {
+    memoDomain_ = nullptr;
+    uint8_t buffer[64] = {};
+    overflow_.clear();
+    DataOutputView out(buffer, sizeof buffer, overflow_);
+    TypeSerializer<K>::serialize(key, out);
+    TypeSerializer<N>::serialize(ns, out);
+    const Probe probe{time, out.data(), out.size(), hashOf(time, out.data(), out.size())};
+    auto* found = d.index.find(probe);
+    if (found == nullptr) return;
+    Ref r = found->value;
+    d.index.erase(probe);
+    d.queue.erase(r);
+  }
+  Entry pop(Domain& d) {
+    memoDomain_ = nullptr;
+    Ref first = d.queue.begin();
+    unindex(d, *first);
+    return std::move(d.queue.extract(first).value());
   }
 
   // Keeps one task timer armed for the earliest processing-time timer.
   void scheduleProcessing() {
-    if (processing_.empty()) return;
-    int64_t first = processing_.begin()->timestamp;
+    if (processing_.queue.empty()) return;
+    int64_t first = processing_.queue.begin()->timestamp;
     if (first >= scheduledAt_) return;
     scheduledAt_ = first;
     context_->registerProcessingTimer(first, [this](int64_t at) { onProcessingTimer(at); });
@@ -173,8 +296,8 @@ class InternalTimerService {
   void onProcessingTimer(int64_t at) {
     if (at == scheduledAt_) scheduledAt_ = kMaxTimestamp;
     int64_t now = context_->clock().currentTimeMillis();
-    while (!processing_.empty() && processing_.begin()->timestamp <= now) {
-      Entry e = std::move(processing_.extract(processing_.begin()).value());
+    while (!processing_.queue.empty() && processing_.queue.begin()->timestamp <= now) {
+      Entry e = pop(processing_);
       onProcessingTime_(e.timer);
     }
     scheduleProcessing();
@@ -184,8 +307,13 @@ class InternalTimerService {
   int32_t maxParallelism_ = 128;
   Callback onEventTime_;
   Callback onProcessingTime_;
-  std::set<Entry> event_;
-  std::set<Entry> processing_;
+  Domain event_;
+  Domain processing_;
+  std::vector<uint8_t> overflow_;
+  // The last timer add() saw exist or inserted; cleared by every removal.
+  const Domain* memoDomain_ = nullptr;
+  int64_t memoTime_ = 0;
+  std::vector<uint8_t> memo_;
   int64_t watermark_ = kMinTimestamp;
   int64_t scheduledAt_ = kMaxTimestamp;
 };

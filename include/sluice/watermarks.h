@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -98,8 +99,10 @@ class NoWatermarksGenerator final : public WatermarkGenerator<T> {
   void onPeriodicEmit(WatermarkOutput&) override {}
 };
 
-// Marks the output idle after `idleTimeout` of processing time without
-// events (Flink's WatermarksWithIdleness); the next event makes it active.
+// Marks the output idle when no event came for `idleTimeout` of processing
+// time (Flink's WatermarksWithIdleness and IdlenessTimer: inactivity is
+// measured from the first periodic check that saw no new event, and must
+// exceed the timeout); the next event ends it.
 template <class T>
 class WatermarksWithIdleness final : public WatermarkGenerator<T> {
  public:
@@ -110,29 +113,45 @@ class WatermarksWithIdleness final : public WatermarkGenerator<T> {
       throw SluiceException("withIdleness: the timeout must be positive, got " +
                             std::to_string(timeout_) + " ms");
     }
-    lastActivity_ = clock_->currentTimeMillis();
   }
   void onEvent(const T& event, int64_t ts, WatermarkOutput& output) override {
     inner_->onEvent(event, ts, output);
-    lastActivity_ = clock_->currentTimeMillis();
-    idle_ = false;
+    ++events_;
+    idleNow_ = false;
   }
   void onPeriodicEmit(WatermarkOutput& output) override {
-    if (idle_) return;
-    if (clock_->currentTimeMillis() - lastActivity_ >= timeout_) {
-      idle_ = true;
-      output.markIdle();
+    if (checkIfIdle()) {
+      if (!idleNow_) {
+        output.markIdle();
+        idleNow_ = true;
+      }
     } else {
       inner_->onPeriodicEmit(output);
     }
   }
 
  private:
+  bool checkIfIdle() {
+    if (events_ != eventsAtLastCheck_) {
+      eventsAtLastCheck_ = events_;
+      inactiveSince_.reset();
+      return false;
+    }
+    const int64_t now = clock_->currentTimeMillis();
+    if (!inactiveSince_) {
+      inactiveSince_ = now;
+      return false;
+    }
+    return now - *inactiveSince_ > timeout_;
+  }
+
   std::unique_ptr<WatermarkGenerator<T>> inner_;
   int64_t timeout_;
   const Clock* clock_;
-  int64_t lastActivity_ = 0;
-  bool idle_ = false;
+  uint64_t events_ = 0;
+  uint64_t eventsAtLastCheck_ = 0;
+  std::optional<int64_t> inactiveSince_;
+  bool idleNow_ = false;
 };
 
 // How a stream gets timestamps and watermarks. Copyable; each parallel
@@ -157,6 +176,14 @@ class WatermarkStrategy {
       return std::make_unique<AscendingTimestampsWatermarks<T>>();
     });
   }
+  // Ingestion time: each record gets the processing time at which it passes
+  // this point (Flink's IngestionTimeAssigner), and watermarks follow it as
+  // with monotonous timestamps.
+  static WatermarkStrategy forIngestionTime() {
+    WatermarkStrategy s = forMonotonousTimestamps();
+    s.ingestionTime_ = true;
+    return s;
+  }
   static WatermarkStrategy noWatermarks() {
     return WatermarkStrategy([](const WatermarkGeneratorContext&) {
       return std::make_unique<NoWatermarksGenerator<T>>();
@@ -167,19 +194,15 @@ class WatermarkStrategy {
   template <class F>
   static WatermarkStrategy forGenerator(F factory) {
     if constexpr (std::is_invocable_v<F&, const WatermarkGeneratorContext&>) {
-      return WatermarkStrategy(
-          [factory](const WatermarkGeneratorContext& c) mutable -> std::unique_ptr<WatermarkGenerator<T>> {
-            return factory(c);
-          });
+      return WatermarkStrategy([factory](const WatermarkGeneratorContext& c) mutable
+                               -> std::unique_ptr<WatermarkGenerator<T>> { return factory(c); });
     } else {
       static_assert(std::is_invocable_v<F&>,
                     "WatermarkStrategy::forGenerator(f): f must be callable as "
                     "f(const WatermarkGeneratorContext&) or f() and return "
                     "std::unique_ptr<WatermarkGenerator<T>>");
-      return WatermarkStrategy(
-          [factory](const WatermarkGeneratorContext&) mutable -> std::unique_ptr<WatermarkGenerator<T>> {
-            return factory();
-          });
+      return WatermarkStrategy([factory](const WatermarkGeneratorContext&) mutable
+                               -> std::unique_ptr<WatermarkGenerator<T>> { return factory(); });
     }
   }
 
@@ -219,11 +242,14 @@ class WatermarkStrategy {
   }
   // Null when records keep the timestamp they have.
   const TimestampAssigner& timestampAssigner() const { return assigner_; }
+  // Whether records are stamped with processing time (forIngestionTime).
+  bool isIngestionTime() const { return ingestionTime_; }
 
  private:
   explicit WatermarkStrategy(GeneratorFactory f) : factory_(std::move(f)) {}
   GeneratorFactory factory_;
   TimestampAssigner assigner_;
+  bool ingestionTime_ = false;
 };
 
 namespace internal {
@@ -249,6 +275,7 @@ class TimestampsAndWatermarksOperator final : public StreamOperatorBase,
 
   void open() override {
     generator_ = strategy_.createWatermarkGenerator(*this);
+    ingestionTime_ = strategy_.isIngestionTime();
     interval_ = context().configuration().get(options::kPipelineAutoWatermarkInterval).count();
     if (interval_ > 0) schedule();
   }
@@ -256,8 +283,11 @@ class TimestampsAndWatermarksOperator final : public StreamOperatorBase,
   void processElement(const StreamRecord<T>& r) override {
     const auto& assign = strategy_.timestampAssigner();
     int64_t ts = r.hasTimestamp ? r.timestamp : kMinTimestamp;
-    if (assign) ts = assign(r.value, ts);
-    markActive();
+    if (ingestionTime_) {
+      ts = context().clock().currentTimeMillis();
+    } else if (assign) {
+      ts = assign(r.value, ts);
+    }
     record_.value = r.value;
     record_.setTimestamp(ts);
     out_->collect(record_);
@@ -314,6 +344,7 @@ class TimestampsAndWatermarksOperator final : public StreamOperatorBase,
   Output<T>* out_ = nullptr;
   StreamRecord<T> record_;
   int64_t interval_ = 0;
+  bool ingestionTime_ = false;
   int64_t current_ = kMinTimestamp;
   bool idle_ = false;
 };

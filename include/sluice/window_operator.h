@@ -182,8 +182,8 @@ class EvictingContents {
   auto& function() { return fold_.function(); }
   void init(KeyedStateBackend& backend) {
     evictor_ = makeEvictor_();
-    state_ = &getOrCreateListState<W>(
-        backend, ListStateDescriptor<TimestampedValue<T>>("window-contents"));
+    state_ = &getOrCreateListState<W>(backend,
+                                      ListStateDescriptor<TimestampedValue<T>>("window-contents"));
   }
   void setNamespace(const W& w) { state_->setCurrentNamespace(w); }
   void add(const StreamRecord<T>& r) {
@@ -193,13 +193,16 @@ class EvictingContents {
   template <class Ctx>
   bool get(std::vector<Value>& out, const W& window, Ctx& ctx) {
     elements_ = state_->get();
-    if (elements_.empty()) return false;
+    fired_ = !elements_.empty();
+    if (!fired_) return false;
     evictor_->evictBefore(elements_, static_cast<int>(elements_.size()), window, ctx);
     std::vector<T> values;
     values.reserve(elements_.size());
     for (const auto& e : elements_) values.push_back(e.getValue());
     return fold_.fold(values, out);
   }
+  // Whether the last get() found elements (and afterFire must follow).
+  bool fired() const { return fired_; }
   // After the function ran on what get() returned.
   template <class Ctx>
   void afterFire(const W& window, Ctx& ctx) {
@@ -218,6 +221,7 @@ class EvictingContents {
   std::shared_ptr<Evictor<T, W>> evictor_;
   InternalListState<W, TimestampedValue<T>>* state_ = nullptr;
   std::vector<TimestampedValue<T>> elements_;
+  bool fired_ = false;
 };
 
 // --- emitters: how a fired window's values reach the output ----------------
@@ -319,7 +323,8 @@ class WindowOperator final : public OneInputOperator<IN, OUT> {
     RuntimeContext& rc = this->context().runtimeContext();
     timers_.init(
         this->context(), rc.getMaxNumberOfParallelSubtasks(),
-        [this](const Timer& t) { onTimer(t, true); }, [this](const Timer& t) { onTimer(t, false); });
+        [this](const Timer& t) { onTimer(t, true); },
+        [this](const Timer& t) { onTimer(t, false); });
     if (restore != nullptr) {
       auto range = computeKeyGroupRangeForOperatorIndex(rc.getMaxNumberOfParallelSubtasks(),
                                                         rc.getNumberOfParallelSubtasks(),
@@ -479,9 +484,8 @@ class WindowOperator final : public OneInputOperator<IN, OUT> {
     contents_.setNamespace(stateWindow);
     contents_.add(r);
     triggerCtx_.window = window;
-    TriggerResult result =
-        trigger_->onElement(r.value, r.hasTimestamp ? r.timestamp : kMinTimestamp, window,
-                            triggerCtx_);
+    TriggerResult result = trigger_->onElement(
+        r.value, r.hasTimestamp ? r.timestamp : kMinTimestamp, window, triggerCtx_);
     if (isFire(result)) emitWindowContents(window, stateWindow);
     if (isPurge(result)) {
       contents_.setNamespace(stateWindow);
@@ -519,13 +523,18 @@ class WindowOperator final : public OneInputOperator<IN, OUT> {
   void emitWindowContents(const W& window, const W& stateWindow) {
     contents_.setNamespace(stateWindow);
     values_.clear();
-    if (!contents_.get(values_, window, evictorCtx_)) return;
-    processCtx_.window_ = window;
-    collector_.setTimestampFrom(true, window.maxTimestamp());
-    emitter_.emit(currentKey_, window, processCtx_, values_, collector_);
+    if (contents_.get(values_, window, evictorCtx_)) {
+      processCtx_.window_ = window;
+      collector_.setTimestampFrom(true, window.maxTimestamp());
+      emitter_.emit(currentKey_, window, processCtx_, values_, collector_);
+    }
     if constexpr (requires { contents_.afterFire(window, evictorCtx_); }) {
-      contents_.setNamespace(stateWindow);
-      contents_.afterFire(window, evictorCtx_);
+      // Even when evictBefore left nothing to reduce: what is left is
+      // written back and evictAfter runs, as in Flink.
+      if (contents_.fired()) {
+        contents_.setNamespace(stateWindow);
+        contents_.afterFire(window, evictorCtx_);
+      }
     }
   }
 

@@ -54,16 +54,16 @@ auto makeEmitter(F f) {
 }
 
 template <class F, class T>
-concept WindowReduceFn =
-    ReduceCallable<F, T> || ReduceFunctionObject<F, T> || InPlaceReducer<F, T>;
+concept WindowReduceFn = ReduceCallable<F, T> || ReduceFunctionObject<F, T> || InPlaceReducer<F, T>;
 
 template <class F>
 concept AggregateFn = requires {
   typename F::InputType;
   typename F::AccumulatorType;
   typename F::OutputType;
-} && std::derived_from<F, AggregateFunction<typename F::InputType, typename F::AccumulatorType,
-                                            typename F::OutputType>>;
+}
+&&std::derived_from<F, AggregateFunction<typename F::InputType, typename F::AccumulatorType,
+                                         typename F::OutputType>>;
 
 }  // namespace internal
 
@@ -119,8 +119,9 @@ class WindowedStream {
   SingleOutputStreamOperator<T> reduce(F f) {
     checkReduce<F>();
     if (evictor_) {
-      return build<T>("reduce", internal::EvictingContents<T, W, internal::ReduceFold<T, F>>(
-                                    internal::ReduceFold<T, F>{f}, evictor_),
+      return build<T>("reduce",
+                      internal::EvictingContents<T, W, internal::ReduceFold<T, F>>(
+                          internal::ReduceFold<T, F>{f}, evictor_),
                       internal::PassThroughEmitter<T>{});
     }
     return build<T>("reduce", internal::ReduceContents<T, W, F>(f),
@@ -132,8 +133,9 @@ class WindowedStream {
     using OUT = typename P::OutputType;
     auto emitter = internal::makeEmitter<T, K, W>(std::move(windowFunction));
     if (evictor_) {
-      return build<OUT>("reduce", internal::EvictingContents<T, W, internal::ReduceFold<T, F>>(
-                                      internal::ReduceFold<T, F>{f}, evictor_),
+      return build<OUT>("reduce",
+                        internal::EvictingContents<T, W, internal::ReduceFold<T, F>>(
+                            internal::ReduceFold<T, F>{f}, evictor_),
                         std::move(emitter));
     }
     return build<OUT>("reduce", internal::ReduceContents<T, W, F>(f), std::move(emitter));
@@ -192,9 +194,15 @@ class WindowedStream {
   }
 
   // Field aggregations per window, as on KeyedStream.
-  SingleOutputStreamOperator<T> sum(int position) { return agg(internal::AggregationKind::kSum, position); }
-  SingleOutputStreamOperator<T> min(int position) { return agg(internal::AggregationKind::kMin, position); }
-  SingleOutputStreamOperator<T> max(int position) { return agg(internal::AggregationKind::kMax, position); }
+  SingleOutputStreamOperator<T> sum(int position) {
+    return agg(internal::AggregationKind::kSum, position);
+  }
+  SingleOutputStreamOperator<T> min(int position) {
+    return agg(internal::AggregationKind::kMin, position);
+  }
+  SingleOutputStreamOperator<T> max(int position) {
+    return agg(internal::AggregationKind::kMax, position);
+  }
   SingleOutputStreamOperator<T> minBy(int position) {
     return agg(internal::AggregationKind::kMinBy, position);
   }
@@ -259,7 +267,8 @@ class WindowedStream {
   int fieldPosition(const std::string& field) const {
     if constexpr (SluiceStruct<T>) {
       int32_t i = fieldIndex<T>(field);
-      if (i < 0) throw SluiceException("no field '" + field + "' in " + TypeSerializer<T>::schema());
+      if (i < 0)
+        throw SluiceException("no field '" + field + "' in " + TypeSerializer<T>::schema());
       return i;
     } else {
       throw SluiceException("aggregation by field name '" + field +

@@ -268,8 +268,7 @@ class Trigger {
   virtual ~Trigger() = default;
   virtual TriggerResult onElement(const T& element, int64_t timestamp, const W& window,
                                   TriggerContext<W>& ctx) = 0;
-  virtual TriggerResult onProcessingTime(int64_t time, const W& window,
-                                         TriggerContext<W>& ctx) = 0;
+  virtual TriggerResult onProcessingTime(int64_t time, const W& window, TriggerContext<W>& ctx) = 0;
   virtual TriggerResult onEventTime(int64_t time, const W& window, TriggerContext<W>& ctx) = 0;
   // Whether onMerge is supported (needed with merging assigners).
   virtual bool canMerge() const { return false; }
@@ -403,7 +402,9 @@ class CountTriggerImpl final : public Trigger<T, W> {
   bool canMerge() const override { return true; }
   void onMerge(const W&, OnMergeContext<W>& ctx) override { ctx.mergePartitionedState(desc_); }
   void clear(const W&, TriggerContext<W>& ctx) override { ctx.getPartitionedState(desc_).clear(); }
-  std::string toString() const override { return "CountTrigger(" + std::to_string(maxCount_) + ")"; }
+  std::string toString() const override {
+    return "CountTrigger(" + std::to_string(maxCount_) + ")";
+  }
 
  private:
   int64_t maxCount_;
@@ -726,7 +727,8 @@ class TumblingAssigner final : public WindowAssigner<T, TimeWindow> {
   }
   bool isEventTime() const override { return eventTime_; }
   std::string toString() const override {
-    return std::string(eventTime_ ? "TumblingEventTimeWindows(" : "TumblingProcessingTimeWindows(") +
+    return std::string(eventTime_ ? "TumblingEventTimeWindows("
+                                  : "TumblingProcessingTimeWindows(") +
            std::to_string(size_) + ")";
   }
 
@@ -844,9 +846,9 @@ struct TumblingEventTimeWindows {
   static TumblingEventTimeWindows make(int64_t size, int64_t offset, const char* who) {
     internal::checkPositive(size, (std::string(who) + ": the size").c_str());
     if (std::abs(offset) >= size) {
-      throw SluiceException(std::string(who) +
-                            ": the offset must satisfy abs(offset) < size, got offset " +
-                            std::to_string(offset) + " ms and size " + std::to_string(size) + " ms");
+      throw SluiceException(
+          std::string(who) + ": the offset must satisfy abs(offset) < size, got offset " +
+          std::to_string(offset) + " ms and size " + std::to_string(size) + " ms");
     }
     return TumblingEventTimeWindows{size, offset};
   }
@@ -872,10 +874,9 @@ inline void checkSliding(int64_t size, int64_t slide, int64_t offset, const char
   checkPositive(size, (std::string(who) + ": the size").c_str());
   checkPositive(slide, (std::string(who) + ": the slide").c_str());
   if (std::abs(offset) >= slide) {
-    throw SluiceException(std::string(who) +
-                          ": the offset must satisfy abs(offset) < slide, got offset " +
-                          std::to_string(offset) + " ms and slide " + std::to_string(slide) +
-                          " ms");
+    throw SluiceException(
+        std::string(who) + ": the offset must satisfy abs(offset) < slide, got offset " +
+        std::to_string(offset) + " ms and slide " + std::to_string(slide) + " ms");
   }
 }
 }  // namespace internal
@@ -1067,8 +1068,7 @@ class TimeEvictorImpl final : public Evictor<T, W> {
                    EvictorContext<W>&) override {
     if (!after_) evict(e);
   }
-  void evictAfter(std::vector<TimestampedValue<T>>& e, int, const W&,
-                  EvictorContext<W>&) override {
+  void evictAfter(std::vector<TimestampedValue<T>>& e, int, const W&, EvictorContext<W>&) override {
     if (after_) evict(e);
   }
 
@@ -1107,8 +1107,7 @@ class DeltaEvictorImpl final : public Evictor<T, W> {
                    EvictorContext<W>&) override {
     if (!after_) evict(e);
   }
-  void evictAfter(std::vector<TimestampedValue<T>>& e, int, const W&,
-                  EvictorContext<W>&) override {
+  void evictAfter(std::vector<TimestampedValue<T>>& e, int, const W&, EvictorContext<W>&) override {
     if (after_) evict(e);
   }
 
@@ -1117,9 +1116,8 @@ class DeltaEvictorImpl final : public Evictor<T, W> {
   void evict(std::vector<TimestampedValue<T>>& e) {
     if (e.empty()) return;
     const T last = e.back().getValue();
-    std::erase_if(e, [&](const TimestampedValue<T>& v) {
-      return delta_(v.getValue(), last) >= threshold_;
-    });
+    std::erase_if(
+        e, [&](const TimestampedValue<T>& v) { return delta_(v.getValue(), last) >= threshold_; });
   }
   double threshold_;
   std::function<double(const T&, const T&)> delta_;

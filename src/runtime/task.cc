@@ -49,8 +49,7 @@ class Task::Context final : public OperatorContext, public RuntimeContext {
                                      const std::function<std::shared_ptr<void>()>& make) override {
     return task_.services_->slotResource(task_.subtask_, key, make);
   }
-  void registerProcessingTimer(int64_t timestamp,
-                               std::function<void(int64_t)> callback) override {
+  void registerProcessingTimer(int64_t timestamp, std::function<void(int64_t)> callback) override {
     task_.registerProcessingTimer(timestamp, std::move(callback));
   }
   void incrementCounter(const std::string& name, int64_t n) override { counters_[name] += n; }
@@ -188,8 +187,7 @@ TaskResult Task::run() {
   // A manual clock wakes the task when a test moves it, so that due
   // processing-time timers fire without waiting on wall time.
   int64_t clockListener = 0;
-  const auto* manual =
-      services_ ? dynamic_cast<const ManualClock*>(&services_->clock()) : nullptr;
+  const auto* manual = services_ ? dynamic_cast<const ManualClock*>(&services_->clock()) : nullptr;
   if (manual != nullptr) {
     manualClock_ = true;
     clockListener = manual->addListener([this] { waker_.wake(); });

@@ -113,9 +113,9 @@ std::vector<Result> runEngine(const std::vector<Event>& events, int parallelism,
   StreamExecutionEnvironment env;
   env.setParallelism(parallelism);
   env.setStateBackend(backend);
-  auto strategy =
-      WatermarkStrategy<Event>::forGenerator([] { return std::make_unique<PunctuatedBounded>(); })
-          .withTimestampAssigner([](const Event& e) { return std::get<2>(e); });
+  auto strategy = WatermarkStrategy<Event>::forGenerator([] {
+                    return std::make_unique<PunctuatedBounded>();
+                  }).withTimestampAssigner([](const Event& e) { return std::get<2>(e); });
   // A parallel source: each subtask reads a slice, so the window operator
   // takes the minimum watermark over several channels.
   auto data = std::make_shared<const std::vector<Event>>(events);

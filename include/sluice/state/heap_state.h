@@ -67,13 +67,14 @@ class HashMapKeyedStateBackend;
 
 namespace heap {
 
-// An entry key's bytes, as stored in a table: up to 15 bytes inline (int64
-// and int32 keys of VoidNamespace state), longer keys on the heap. 16 bytes,
-// so a slot of a value state with an 8-byte value takes 24 bytes instead of
-// 40 with std::string, and compares without a library call.
+// An entry key's bytes, as stored in a table: up to 31 bytes inline (int64
+// and int32 keys of VoidNamespace state, and an int64 key with a TimeWindow
+// namespace, as window state has), longer keys on the heap. 32 bytes, so a
+// window's state entry needs no allocation of its own, and int64 keys
+// compare as one word without a library call.
 class KeyBytes {
  public:
-  static constexpr size_t kMaxInline = 15;
+  static constexpr size_t kMaxInline = 31;
   KeyBytes() { std::memset(raw_, 0, sizeof(raw_)); }
   explicit KeyBytes(std::string_view s) { assign(s); }
   KeyBytes(const KeyBytes& o) { assign(o.view()); }
@@ -98,24 +99,32 @@ class KeyBytes {
   }
   ~KeyBytes() { release(); }
 
-  bool isInline() const { return static_cast<uint8_t>(raw_[15]) != kHeapTag; }
-  size_t size() const { return isInline() ? static_cast<uint8_t>(raw_[15]) : heapSize(); }
+  bool isInline() const { return static_cast<uint8_t>(raw_[kMaxInline]) != kHeapTag; }
+  size_t size() const { return isInline() ? static_cast<uint8_t>(raw_[kMaxInline]) : heapSize(); }
   const char* data() const { return isInline() ? raw_ : heapPtr(); }
   std::string_view view() const { return {data(), size()}; }
 
   // Always inlined (it runs on every probe of a lookup): 8-byte keys
-  // (int64) compare as one word, 4-byte keys (int32) as one half.
+  // (int64) compare as one word, 4-byte keys (int32) as one half, 24-byte
+  // keys (int64 key + TimeWindow) as three words.
   [[gnu::always_inline]] friend inline bool operator==(const KeyBytes& a, std::string_view b) {
     const size_t n = b.size();
     if (n == 8) {
-      if (static_cast<uint8_t>(a.raw_[15]) != 8) return false;
+      if (static_cast<uint8_t>(a.raw_[kMaxInline]) != 8) return false;
       uint64_t x, y;
       std::memcpy(&x, a.raw_, 8);
       std::memcpy(&y, b.data(), 8);
       return x == y;
     }
+    if (n == 24) {  // an int64 key in a TimeWindow namespace (window state)
+      if (static_cast<uint8_t>(a.raw_[kMaxInline]) != 24) return false;
+      uint64_t x[3], y[3];
+      std::memcpy(x, a.raw_, 24);
+      std::memcpy(y, b.data(), 24);
+      return ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2])) == 0;
+    }
     if (n == 4) {
-      if (static_cast<uint8_t>(a.raw_[15]) != 4) return false;
+      if (static_cast<uint8_t>(a.raw_[kMaxInline]) != 4) return false;
       uint32_t x, y;
       std::memcpy(&x, a.raw_, 4);
       std::memcpy(&y, b.data(), 4);
@@ -130,7 +139,7 @@ class KeyBytes {
   static bool equalsSlow(const KeyBytes& a, std::string_view b) {
     const size_t n = b.size();
     if (n <= kMaxInline) {
-      if (static_cast<uint8_t>(a.raw_[15]) != n) return false;
+      if (static_cast<uint8_t>(a.raw_[kMaxInline]) != n) return false;
       return n == 0 || std::memcmp(a.raw_, b.data(), n) == 0;
     }
     return !a.isInline() && a.heapSize() == n && std::memcmp(a.heapPtr(), b.data(), n) == 0;
@@ -139,7 +148,7 @@ class KeyBytes {
     std::memset(raw_, 0, sizeof(raw_));
     if (s.size() <= kMaxInline) {
       if (!s.empty()) std::memcpy(raw_, s.data(), s.size());
-      raw_[15] = static_cast<char>(s.size());
+      raw_[kMaxInline] = static_cast<char>(s.size());
     } else {
       if (s.size() > UINT32_MAX) throw SluiceException("a state entry key exceeds 4 GiB");
       // Owned by this object: released in release().
@@ -148,7 +157,7 @@ class KeyBytes {
       const auto n = static_cast<uint32_t>(s.size());
       std::memcpy(raw_, &p, sizeof(p));
       std::memcpy(raw_ + 8, &n, sizeof(n));
-      raw_[15] = static_cast<char>(kHeapTag);
+      raw_[kMaxInline] = static_cast<char>(kHeapTag);
     }
   }
   void release() {
@@ -164,7 +173,7 @@ class KeyBytes {
     std::memcpy(&n, raw_ + 8, sizeof(n));
     return n;
   }
-  char raw_[16];
+  char raw_[kMaxInline + 1];
 };
 
 // Hash of entry-key bytes (8 bytes at a time, multiply-xorshift).

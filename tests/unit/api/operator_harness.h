@@ -79,8 +79,7 @@ class HarnessOperatorContext final : public OperatorContext {
     return r;
   }
   int64_t managedMemoryPerSlot() override { return 32ll << 20; }
-  void registerProcessingTimer(int64_t timestamp,
-                               std::function<void(int64_t)> callback) override {
+  void registerProcessingTimer(int64_t timestamp, std::function<void(int64_t)> callback) override {
     timers_.emplace(timestamp, std::move(callback));
   }
   void incrementCounter(const std::string& name, int64_t n) override { counters_[name] += n; }

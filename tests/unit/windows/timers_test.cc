@@ -451,7 +451,19 @@ TEST_F(WatermarkStrategyTest, WithIdlenessMarksTheOutputIdleAndActiveAgain) {
   EXPECT_THAT(out_.take(), ElementsAre());  // marked once
   element(20);
   ctx_.setProcessingTime(700);
-  EXPECT_THAT(out_.take(), ElementsAre("active", "record 20", "watermark 19"));
+  // As in Flink, the output becomes active with the next watermark, not
+  // with the record.
+  EXPECT_THAT(out_.take(), ElementsAre("record 20", "active", "watermark 19"));
+}
+
+TEST_F(WatermarkStrategyTest, IngestionTimeStampsRecordsWithTheClock) {
+  start(WatermarkStrategy<E>::forIngestionTime());
+  ctx_.manualClock().setCurrentTime(40);
+  element(999);  // its own timestamp is ignored
+  ctx_.manualClock().setCurrentTime(70);
+  element(1);
+  ctx_.setProcessingTime(100);
+  EXPECT_THAT(out_.take(), ElementsAre("record 40", "record 70", "watermark 69"));
 }
 
 TEST_F(WatermarkStrategyTest, NoWatermarksEmitsNone) {
