@@ -650,16 +650,8 @@ class IntervalJoinOperator final : public KeyedUdfOperator<TwoInputOperator<A, B
         backend, MapStateDescriptor<int64_t, std::vector<std::pair<B, bool>>>("RIGHT_BUFFER"));
     left_->setCurrentNamespace(VoidNamespace{});
     right_->setCurrentNamespace(VoidNamespace{});
-    RuntimeContext& rc = this->context().runtimeContext();
-    timers_.init(
-        this->context(), rc.getMaxNumberOfParallelSubtasks(),
-        [this](const Timer& t) { onEventTime(t); }, [](const Timer&) {});
-    if (restore != nullptr) {
-      auto range = computeKeyGroupRangeForOperatorIndex(rc.getMaxNumberOfParallelSubtasks(),
-                                                        rc.getNumberOfParallelSubtasks(),
-                                                        rc.getIndexOfThisSubtask());
-      for (const std::string& t : restore->timers) timers_.restore(t, range);
-    }
+    timers_.initForOperator(
+        this->context(), [this](const Timer& t) { onEventTime(t); }, [](const Timer&) {}, restore);
   }
   OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
     OperatorStateSnapshot s = Base::snapshotState(checkpointId);

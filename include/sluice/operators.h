@@ -685,17 +685,9 @@ class KeyedProcessOperator final : public KeyedUdfOperator<OneInputOperator<IN, 
   KeyedProcessOperator(F f, KeySelector key) : Base(std::move(f)), key_(std::move(key)) {}
   void initializeState(const OperatorStateRestore* restore) override {
     Base::initializeState(restore);
-    RuntimeContext& rc = this->context().runtimeContext();
-    timers_.init(
-        this->context(), rc.getMaxNumberOfParallelSubtasks(),
-        [this](const Timer& t) { onTimer(t, TimeDomain::EVENT_TIME); },
-        [this](const Timer& t) { onTimer(t, TimeDomain::PROCESSING_TIME); });
-    if (restore != nullptr) {
-      auto range = computeKeyGroupRangeForOperatorIndex(rc.getMaxNumberOfParallelSubtasks(),
-                                                        rc.getNumberOfParallelSubtasks(),
-                                                        rc.getIndexOfThisSubtask());
-      for (const std::string& t : restore->timers) timers_.restore(t, range);
-    }
+    timers_.initForOperator(
+        this->context(), [this](const Timer& t) { onTimer(t, TimeDomain::EVENT_TIME); },
+        [this](const Timer& t) { onTimer(t, TimeDomain::PROCESSING_TIME); }, restore);
   }
   OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
     OperatorStateSnapshot s = Base::snapshotState(checkpointId);

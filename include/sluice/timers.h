@@ -71,6 +71,20 @@ class InternalTimerService {
     onProcessingTime_ = std::move(onProcessingTime);
   }
 
+  // init() for an operator subtask, then restore() of the timers of its
+  // key groups from every old subtask's snapshot in `restore` (may be null).
+  void initForOperator(OperatorContext& context, Callback onEventTime, Callback onProcessingTime,
+                       const OperatorStateRestore* restore) {
+    RuntimeContext& rc = context.runtimeContext();
+    init(context, rc.getMaxNumberOfParallelSubtasks(), std::move(onEventTime),
+         std::move(onProcessingTime));
+    if (restore == nullptr) return;
+    KeyGroupRange range = computeKeyGroupRangeForOperatorIndex(rc.getMaxNumberOfParallelSubtasks(),
+                                                               rc.getNumberOfParallelSubtasks(),
+                                                               rc.getIndexOfThisSubtask());
+    for (const std::string& t : restore->timers) this->restore(t, range);
+  }
+
   int64_t currentWatermark() const { return watermark_; }
   int64_t currentProcessingTime() const { return context_->clock().currentTimeMillis(); }
 

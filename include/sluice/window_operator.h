@@ -320,17 +320,9 @@ class WindowOperator final : public OneInputOperator<IN, OUT> {
     this->streamingContext().setKeyedStateBackend(&backend);
     functionState_.initialize(this->context(), restore, emitter_.function(), &backend);
     contents_.init(backend);
-    RuntimeContext& rc = this->context().runtimeContext();
-    timers_.init(
-        this->context(), rc.getMaxNumberOfParallelSubtasks(),
-        [this](const Timer& t) { onTimer(t, true); },
-        [this](const Timer& t) { onTimer(t, false); });
-    if (restore != nullptr) {
-      auto range = computeKeyGroupRangeForOperatorIndex(rc.getMaxNumberOfParallelSubtasks(),
-                                                        rc.getNumberOfParallelSubtasks(),
-                                                        rc.getIndexOfThisSubtask());
-      for (const std::string& t : restore->timers) timers_.restore(t, range);
-    }
+    timers_.initForOperator(
+        this->context(), [this](const Timer& t) { onTimer(t, true); },
+        [this](const Timer& t) { onTimer(t, false); }, restore);
   }
   OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
     OperatorStateSnapshot s;
