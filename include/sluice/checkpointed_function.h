@@ -135,7 +135,29 @@ class CheckpointedFunction {
   virtual void initializeState(FunctionInitializationContext& context) = 0;
 };
 
+// A user function that wants to know when a checkpoint is complete (Flink's
+// CheckpointListener): e.g. to commit side effects it prepared in
+// snapshotState. Called on the task thread, between records. A notice can be
+// skipped when a later checkpoint completes first; once every task of a
+// bounded job has finished, functions get kFinalCheckpointId.
+class CheckpointListener {
+ public:
+  virtual ~CheckpointListener() = default;
+  virtual void notifyCheckpointComplete(int64_t checkpointId) = 0;
+};
+
 namespace internal {
+
+// Calls f.notifyCheckpointComplete when F is a CheckpointListener.
+template <class F>
+void notifyFunction(F& function, int64_t checkpointId) {
+  if constexpr (std::is_base_of_v<CheckpointListener, F>) {
+    static_cast<CheckpointListener&>(function).notifyCheckpointComplete(checkpointId);
+  } else {
+    (void)function;
+    (void)checkpointId;
+  }
+}
 
 // The operator-state plumbing every operator with a user function shares:
 // owns the operator's OperatorStateBackend, restores it, and runs the

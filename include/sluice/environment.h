@@ -122,6 +122,30 @@ class JobClient {
   // Blocks until the job ends. Throws JobExecutionException when it failed or
   // was cancelled.
   JobExecutionResult getJobExecutionResult();
+  // The job's id (32 hex digits); its checkpoints live in
+  // <state.checkpoints.dir>/<job id>/chk-<n>.
+  const std::string& getJobId() const;
+
+  // Takes a savepoint into a new directory under `directory` (empty: the
+  // state.savepoints.dir option) and returns that directory once the
+  // savepoint is complete; the job runs on. Throws SluiceException when it
+  // fails (e.g. some task has finished, or the directory is not writable).
+  std::string triggerSavepoint(const std::string& directory = "");
+  // Takes a savepoint and then ends the job (status FINISHED). With `drain`
+  // (Flink's advanceToEndOfEventTime) sources first emit the maximum
+  // watermark, so every event-time window and timer fires before the
+  // savepoint. Returns the savepoint's directory.
+  std::string stopWithSavepoint(bool drain, const std::string& directory = "");
+
+  // Checkpoints completed / failed so far and restarts done.
+  struct CheckpointStats {
+    int64_t completed = 0;
+    int64_t failed = 0;
+    int64_t restarts = 0;
+    int64_t latestCompletedId = -1;
+    std::string latestCompletedPath;  // empty for checkpoints kept in memory
+  };
+  CheckpointStats getCheckpointStats() const;
 
  private:
   std::shared_ptr<internal::JobHandle> handle_;
@@ -139,8 +163,8 @@ class SourceOperatorFactory final : public OperatorFactory {
   }
   bool isSource() const override { return true; }
   std::unique_ptr<SourceCoordinatorBase> createCoordinator(
-      SplitEnumeratorContextBase& context) const override {
-    return std::make_unique<SourceCoordinator<SplitT>>(*source_, context);
+      SplitEnumeratorContextBase& context, const std::string* restoredState) const override {
+    return std::make_unique<SourceCoordinator<SplitT>>(*source_, context, restoredState);
   }
   std::shared_ptr<const TypeOps> outputType() const override { return TypedOps<T>::instance(); }
   bool isNonParallel() const override { return nonParallel_; }
@@ -151,6 +175,51 @@ class SourceOperatorFactory final : public OperatorFactory {
 };
 
 }  // namespace internal
+
+enum class CheckpointingMode { kExactlyOnce, kAtLeastOnce };
+
+// What happens to retained checkpoints when the job is cancelled.
+enum class ExternalizedCheckpointRetention { kDeleteOnCancellation, kRetainOnCancellation };
+
+// The execution.checkpointing.* and state.checkpoints.* settings of one
+// environment, as Flink's CheckpointConfig. Each setter writes the
+// configuration key it names.
+class CheckpointConfig {
+ public:
+  explicit CheckpointConfig(Configuration& config) : config_(&config) {}
+  CheckpointConfig& setCheckpointInterval(std::chrono::milliseconds interval);
+  CheckpointConfig& setCheckpointingMode(CheckpointingMode mode);
+  CheckpointConfig& setCheckpointTimeout(std::chrono::milliseconds timeout);
+  CheckpointConfig& setMinPauseBetweenCheckpoints(std::chrono::milliseconds pause);
+  CheckpointConfig& setMaxConcurrentCheckpoints(int n);
+  CheckpointConfig& setTolerableCheckpointFailureNumber(int n);
+  CheckpointConfig& setExternalizedCheckpointRetention(ExternalizedCheckpointRetention r);
+  // state.checkpoints.dir: a directory path (or file:// URI).
+  CheckpointConfig& setCheckpointStorage(const std::string& directory);
+  CheckpointConfig& setNumRetainedCheckpoints(int n);
+  bool isCheckpointingEnabled() const;
+  std::chrono::milliseconds getCheckpointInterval() const;
+
+ private:
+  Configuration* config_;
+};
+
+// Restart strategies for StreamExecutionEnvironment::setRestartStrategy (the
+// restart-strategy.* keys).
+struct RestartStrategyConfiguration {
+  std::vector<std::pair<std::string, std::string>> settings;  // key, value
+};
+struct RestartStrategies {
+  static RestartStrategyConfiguration noRestart();
+  static RestartStrategyConfiguration fixedDelayRestart(int attempts,
+                                                        std::chrono::milliseconds delay);
+  static RestartStrategyConfiguration failureRateRestart(int maxFailuresPerInterval,
+                                                         std::chrono::milliseconds interval,
+                                                         std::chrono::milliseconds delay);
+  static RestartStrategyConfiguration exponentialDelayRestart(
+      std::chrono::milliseconds initialBackoff, std::chrono::milliseconds maxBackoff,
+      double multiplier, std::chrono::milliseconds resetBackoffThreshold, double jitterFactor);
+};
 
 class StreamExecutionEnvironment {
  public:
@@ -172,6 +241,13 @@ class StreamExecutionEnvironment {
   StreamExecutionEnvironment& setBufferTimeout(int64_t millis);
   int64_t getBufferTimeout() const { return state_->bufferTimeoutMs; }
   StreamExecutionEnvironment& disableOperatorChaining();
+  // Takes a checkpoint every `interval` (execution.checkpointing.interval).
+  // Checkpoints go to state.checkpoints.dir, or stay in memory when it is
+  // empty. See docs/checkpoints.md.
+  StreamExecutionEnvironment& enableCheckpointing(
+      std::chrono::milliseconds interval, CheckpointingMode mode = CheckpointingMode::kExactlyOnce);
+  CheckpointConfig getCheckpointConfig() { return CheckpointConfig(state_->config); }
+  StreamExecutionEnvironment& setRestartStrategy(const RestartStrategyConfiguration& strategy);
   // How often periodic watermark generators emit (pipeline.auto-watermark-
   // interval, default 200 ms; 0 disables periodic watermarks).
   StreamExecutionEnvironment& setAutoWatermarkInterval(std::chrono::milliseconds interval);

@@ -24,7 +24,9 @@
 
 #include <sluice/core/serializer.h>
 #include <sluice/core/stream_element.h>
+#include <sluice/core/status.h>
 #include <sluice/graph/operator.h>
+#include <sluice/state/operator_state.h>
 
 namespace sluice {
 
@@ -85,6 +87,16 @@ class SplitEnumerator {
   // Splits of a failed reader, to be assigned again.
   virtual void addSplitsBack(std::vector<SplitT> splits, int subtask) = 0;
   virtual void addReader(int subtask) = 0;
+  // The splits not assigned yet, for checkpoint `checkpointId`; a job that
+  // restores the checkpoint gets them back through Source::restoreEnumerator.
+  // (Flink lets the checkpoint be any type; here it is the unassigned
+  // splits, which is what every enumerator built on a split queue needs.)
+  virtual std::vector<SplitT> snapshotState(int64_t checkpointId) {
+    (void)checkpointId;
+    throw SluiceException(
+        "this source's SplitEnumerator does not support checkpoints: override "
+        "SplitEnumerator::snapshotState and Source::restoreEnumerator");
+  }
   virtual void close() {}
 };
 
@@ -101,6 +113,17 @@ class Source {
       SplitEnumeratorContext<SplitT>& context) const = 0;
   virtual std::unique_ptr<SourceReader<T, SplitT>> createReader(
       SourceReaderContext& context) const = 0;
+  // An enumerator that continues from a checkpoint: `unassigned` is what
+  // SplitEnumerator::snapshotState returned. Splits that readers held are
+  // restored into the readers, not here.
+  virtual std::unique_ptr<SplitEnumerator<SplitT>> restoreEnumerator(
+      SplitEnumeratorContext<SplitT>& context, std::vector<SplitT> unassigned) const {
+    (void)context;
+    (void)unassigned;
+    throw SluiceException(
+        "this source cannot be restored from a checkpoint: it does not override "
+        "Source::restoreEnumerator");
+  }
 };
 
 // ---------------------------------------------------------------------------
@@ -125,8 +148,37 @@ class SourceOperator final : public SourceOperatorBase,
     SourceOperatorBase::setup(context, output);
     output_ = &static_cast<Output<T>&>(output);
   }
+  // The reader's unfinished splits are operator list state (split-distributed
+  // when the job restores at another parallelism), as in Flink's
+  // SourceOperator.
+  void initializeState(const OperatorStateRestore* restore) override {
+    state_ = std::make_unique<OperatorStateBackend>(context().runtimeContext().getOperatorName());
+    if (restore != nullptr) state_->restore(restore->operatorState);
+    splitsState_ = &state_->getListState(ListStateDescriptor<std::string>(kSplitsStateName));
+    if (restore != nullptr) {
+      for (const std::string& bytes : splitsState_->get()) {
+        DataInputView in(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+        restoredSplits_.emplace_back();
+        TypeSerializer<SplitT>::deserialize(restoredSplits_.back(), in);
+      }
+    }
+  }
+  OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
+    std::vector<std::string> splits;
+    for (const SplitT& split : reader_->snapshotState(checkpointId)) {
+      std::vector<uint8_t> bytes;
+      DataOutputView out(bytes);
+      TypeSerializer<SplitT>::serialize(split, out);
+      splits.emplace_back(bytes.begin(), bytes.end());
+    }
+    splitsState_->update(std::move(splits));
+    OperatorStateSnapshot s;
+    s.operatorState = state_->snapshot();
+    return s;
+  }
   void open() override {
     reader_ = source_->createReader(*this);
+    if (!restoredSplits_.empty()) reader_->addSplits(std::move(restoredSplits_));
     reader_->start();
   }
   void close() override {
@@ -188,8 +240,13 @@ class SourceOperator final : public SourceOperatorBase,
     output_->collect(record_);
   }
 
+  static constexpr const char* kSplitsStateName = "SourceReaderState";
+
   std::shared_ptr<const Source<T, SplitT>> source_;
   std::unique_ptr<SourceReader<T, SplitT>> reader_;
+  std::unique_ptr<OperatorStateBackend> state_;
+  ListState<std::string>* splitsState_ = nullptr;
+  std::vector<SplitT> restoredSplits_;
   Output<T>* output_ = nullptr;
   StreamRecord<T> record_;
   int emitted_ = 0;
@@ -199,14 +256,31 @@ template <class SplitT>
 class SourceCoordinator final : public SourceCoordinatorBase,
                                 private SplitEnumeratorContext<SplitT> {
  public:
+  // `restored`: the serialized unassigned splits of a checkpoint, or null.
   template <class T>
-  SourceCoordinator(const Source<T, SplitT>& source, SplitEnumeratorContextBase& context)
+  SourceCoordinator(const Source<T, SplitT>& source, SplitEnumeratorContextBase& context,
+                    const std::string* restored)
       : context_(context) {
-    enumerator_ = source.createEnumerator(*this);
+    if (restored == nullptr) {
+      enumerator_ = source.createEnumerator(*this);
+      return;
+    }
+    DataInputView in(reinterpret_cast<const uint8_t*>(restored->data()), restored->size());
+    std::vector<SplitT> unassigned(in.readU32());
+    for (SplitT& split : unassigned) TypeSerializer<SplitT>::deserialize(split, in);
+    enumerator_ = source.restoreEnumerator(*this, std::move(unassigned));
   }
   void start() override { enumerator_->start(); }
   void addReader(int subtask) override { enumerator_->addReader(subtask); }
   void handleSplitRequest(int subtask) override { enumerator_->handleSplitRequest(subtask); }
+  std::string snapshotState(int64_t checkpointId) override {
+    std::vector<SplitT> unassigned = enumerator_->snapshotState(checkpointId);
+    std::vector<uint8_t> bytes;
+    DataOutputView out(bytes);
+    out.writeU32(static_cast<uint32_t>(unassigned.size()));
+    for (const SplitT& split : unassigned) TypeSerializer<SplitT>::serialize(split, out);
+    return std::string(bytes.begin(), bytes.end());
+  }
   void close() override { enumerator_->close(); }
 
  private:

@@ -110,9 +110,16 @@ class QueueSplitEnumerator final : public SplitEnumerator<SplitT> {
   QueueSplitEnumerator(SplitEnumeratorContext<SplitT>& context,
                        std::function<std::vector<SplitT>(int parallelism)> discover)
       : context_(context), discover_(std::move(discover)) {}
+  // Continues from a checkpoint: hands out `unassigned` and discovers nothing.
+  QueueSplitEnumerator(SplitEnumeratorContext<SplitT>& context, std::vector<SplitT> unassigned)
+      : context_(context), pending_(unassigned.begin(), unassigned.end()) {}
 
   void start() override {
+    if (!discover_) return;
     for (SplitT& s : discover_(context_.currentParallelism())) pending_.push_back(std::move(s));
+  }
+  std::vector<SplitT> snapshotState(int64_t) override {
+    return std::vector<SplitT>(pending_.begin(), pending_.end());
   }
   void handleSplitRequest(int subtask) override {
     if (pending_.empty()) {
@@ -266,6 +273,12 @@ class CollectionSource final : public Source<T, CollectionSplit> {
       SourceReaderContext& context) const override {
     return std::make_unique<Reader>(context, elements_);
   }
+  std::unique_ptr<SplitEnumerator<CollectionSplit>> restoreEnumerator(
+      SplitEnumeratorContext<CollectionSplit>& context,
+      std::vector<CollectionSplit> unassigned) const override {
+    return std::make_unique<internal::QueueSplitEnumerator<CollectionSplit>>(
+        context, std::move(unassigned));
+  }
 
  private:
   class Reader final : public internal::QueuedSplitReader<T, CollectionSplit> {
@@ -308,6 +321,12 @@ class NumberSequenceSource final : public Source<int64_t, NumberSequenceSplit> {
       SplitEnumeratorContext<NumberSequenceSplit>& context) const override;
   std::unique_ptr<SourceReader<int64_t, NumberSequenceSplit>> createReader(
       SourceReaderContext& context) const override;
+  std::unique_ptr<SplitEnumerator<NumberSequenceSplit>> restoreEnumerator(
+      SplitEnumeratorContext<NumberSequenceSplit>& context,
+      std::vector<NumberSequenceSplit> unassigned) const override {
+    return std::make_unique<internal::QueueSplitEnumerator<NumberSequenceSplit>>(
+        context, std::move(unassigned));
+  }
 
  private:
   int64_t from_;
@@ -373,6 +392,12 @@ class GeneratorSource final : public Source<T, NumberSequenceSplit> {
     const int parallelism = std::max(1, context.currentParallelism());
     return std::make_unique<Reader>(context, generator_, recordsPerSecond_ / parallelism,
                                     clock_ ? clock_ : internal::SourceClock(&Clock::now));
+  }
+  std::unique_ptr<SplitEnumerator<NumberSequenceSplit>> restoreEnumerator(
+      SplitEnumeratorContext<NumberSequenceSplit>& context,
+      std::vector<NumberSequenceSplit> unassigned) const override {
+    return std::make_unique<internal::QueueSplitEnumerator<NumberSequenceSplit>>(
+        context, std::move(unassigned));
   }
 
  private:
@@ -471,6 +496,12 @@ class TextLineFileSource final : public Source<std::string, FileSplit> {
       SplitEnumeratorContext<FileSplit>& context) const override;
   std::unique_ptr<SourceReader<std::string, FileSplit>> createReader(
       SourceReaderContext& context) const override;
+  std::unique_ptr<SplitEnumerator<FileSplit>> restoreEnumerator(
+      SplitEnumeratorContext<FileSplit>& context,
+      std::vector<FileSplit> unassigned) const override {
+    return std::make_unique<internal::QueueSplitEnumerator<FileSplit>>(context,
+                                                                       std::move(unassigned));
+  }
 
  private:
   std::string path_;
@@ -521,6 +552,10 @@ class SocketTextSource final : public Source<std::string, SocketSplit> {
       SplitEnumeratorContext<SocketSplit>& context) const override;
   std::unique_ptr<SourceReader<std::string, SocketSplit>> createReader(
       SourceReaderContext& context) const override;
+  // A socket cannot be rewound: a restored source reconnects and reads on.
+  std::unique_ptr<SplitEnumerator<SocketSplit>> restoreEnumerator(
+      SplitEnumeratorContext<SocketSplit>& context,
+      std::vector<SocketSplit> unassigned) const override;
 
  private:
   std::string host_;

@@ -131,6 +131,134 @@ JobExecutionResult JobClient::getJobExecutionResult() {
                             out.numRecordsDropped, std::move(out.counters));
 }
 
+const std::string& JobClient::getJobId() const { return handle_->run().jobId(); }
+
+std::string JobClient::triggerSavepoint(const std::string& directory) {
+  return handle_->run().triggerSavepoint(directory);
+}
+
+std::string JobClient::stopWithSavepoint(bool drain, const std::string& directory) {
+  return handle_->run().triggerSavepoint(directory, true, drain);
+}
+
+JobClient::CheckpointStats JobClient::getCheckpointStats() const {
+  runtime::CheckpointStats s = handle_->run().checkpointStats();
+  return CheckpointStats{s.completed, s.failed, s.restarts, s.latestCompletedId,
+                         s.latestCompletedDirectory};
+}
+
+// ---- CheckpointConfig ----
+
+CheckpointConfig& CheckpointConfig::setCheckpointInterval(std::chrono::milliseconds interval) {
+  if (interval.count() < 10) {
+    throw SluiceException(fmt::format(
+        "checkpoint interval must be at least 10 ms, got {} ms", interval.count()));
+  }
+  config_->set(options::kExecutionCheckpointingInterval, interval);
+  return *this;
+}
+CheckpointConfig& CheckpointConfig::setCheckpointingMode(CheckpointingMode mode) {
+  config_->set(options::kExecutionCheckpointingMode,
+               mode == CheckpointingMode::kExactlyOnce ? "EXACTLY_ONCE" : "AT_LEAST_ONCE");
+  return *this;
+}
+CheckpointConfig& CheckpointConfig::setCheckpointTimeout(std::chrono::milliseconds timeout) {
+  if (timeout.count() <= 0) throw SluiceException("checkpoint timeout must be positive");
+  config_->set(options::kExecutionCheckpointingTimeout, timeout);
+  return *this;
+}
+CheckpointConfig& CheckpointConfig::setMinPauseBetweenCheckpoints(std::chrono::milliseconds p) {
+  if (p.count() < 0) throw SluiceException("minimum pause between checkpoints must be >= 0");
+  config_->set(options::kExecutionCheckpointingMinPause, p);
+  return *this;
+}
+CheckpointConfig& CheckpointConfig::setMaxConcurrentCheckpoints(int n) {
+  if (n < 1) throw SluiceException("max concurrent checkpoints must be at least 1");
+  config_->set(options::kExecutionCheckpointingMaxConcurrentCheckpoints, n);
+  return *this;
+}
+CheckpointConfig& CheckpointConfig::setTolerableCheckpointFailureNumber(int n) {
+  if (n < 0) throw SluiceException("tolerable checkpoint failure number must be >= 0");
+  config_->set(options::kExecutionCheckpointingTolerableFailedCheckpoints, n);
+  return *this;
+}
+CheckpointConfig& CheckpointConfig::setExternalizedCheckpointRetention(
+    ExternalizedCheckpointRetention r) {
+  config_->set(options::kExecutionCheckpointingExternalizedCheckpointRetention,
+               r == ExternalizedCheckpointRetention::kRetainOnCancellation
+                   ? "RETAIN_ON_CANCELLATION"
+                   : "DELETE_ON_CANCELLATION");
+  return *this;
+}
+CheckpointConfig& CheckpointConfig::setCheckpointStorage(const std::string& directory) {
+  config_->set(options::kStateCheckpointsDir, directory);
+  return *this;
+}
+CheckpointConfig& CheckpointConfig::setNumRetainedCheckpoints(int n) {
+  if (n < 1) throw SluiceException("the number of retained checkpoints must be at least 1");
+  config_->set(options::kStateCheckpointsNumRetained, n);
+  return *this;
+}
+bool CheckpointConfig::isCheckpointingEnabled() const {
+  return config_->get(options::kExecutionCheckpointingInterval).count() > 0;
+}
+std::chrono::milliseconds CheckpointConfig::getCheckpointInterval() const {
+  return config_->get(options::kExecutionCheckpointingInterval);
+}
+
+// ---- RestartStrategies ----
+
+namespace {
+std::string millis(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
+}  // namespace
+
+RestartStrategyConfiguration RestartStrategies::noRestart() {
+  return {{{std::string(options::kRestartStrategyType.key), "none"}}};
+}
+RestartStrategyConfiguration RestartStrategies::fixedDelayRestart(int attempts,
+                                                                  std::chrono::milliseconds delay) {
+  return {{{std::string(options::kRestartStrategyType.key), "fixed-delay"},
+           {std::string(options::kRestartStrategyFixedDelayAttempts.key), std::to_string(attempts)},
+           {std::string(options::kRestartStrategyFixedDelayDelay.key), millis(delay)}}};
+}
+RestartStrategyConfiguration RestartStrategies::failureRateRestart(
+    int maxFailuresPerInterval, std::chrono::milliseconds interval,
+    std::chrono::milliseconds delay) {
+  return {{{std::string(options::kRestartStrategyType.key), "failure-rate"},
+           {std::string(options::kRestartStrategyFailureRateMaxFailuresPerInterval.key),
+            std::to_string(maxFailuresPerInterval)},
+           {std::string(options::kRestartStrategyFailureRateFailureRateInterval.key),
+            millis(interval)},
+           {std::string(options::kRestartStrategyFailureRateDelay.key), millis(delay)}}};
+}
+RestartStrategyConfiguration RestartStrategies::exponentialDelayRestart(
+    std::chrono::milliseconds initialBackoff, std::chrono::milliseconds maxBackoff,
+    double multiplier, std::chrono::milliseconds resetBackoffThreshold, double jitterFactor) {
+  return {{{std::string(options::kRestartStrategyType.key), "exponential-delay"},
+           {std::string(options::kRestartStrategyExponentialDelayInitialBackoff.key),
+            millis(initialBackoff)},
+           {std::string(options::kRestartStrategyExponentialDelayMaxBackoff.key),
+            millis(maxBackoff)},
+           {std::string(options::kRestartStrategyExponentialDelayBackoffMultiplier.key),
+            fmt::format("{}", multiplier)},
+           {std::string(options::kRestartStrategyExponentialDelayResetBackoffThreshold.key),
+            millis(resetBackoffThreshold)},
+           {std::string(options::kRestartStrategyExponentialDelayJitterFactor.key),
+            fmt::format("{}", jitterFactor)}}};
+}
+
+StreamExecutionEnvironment& StreamExecutionEnvironment::enableCheckpointing(
+    std::chrono::milliseconds interval, CheckpointingMode mode) {
+  getCheckpointConfig().setCheckpointInterval(interval).setCheckpointingMode(mode);
+  return *this;
+}
+
+StreamExecutionEnvironment& StreamExecutionEnvironment::setRestartStrategy(
+    const RestartStrategyConfiguration& strategy) {
+  for (const auto& [key, value] : strategy.settings) state_->config.setString(key, value);
+  return *this;
+}
+
 StreamExecutionEnvironment::StreamExecutionEnvironment(const Configuration& config)
     : state_(std::make_shared<internal::EnvironmentState>()) {
   state_->config = config;

@@ -258,6 +258,7 @@ class SocketEnumerator final : public SplitEnumerator<SocketSplit> {
   void handleSplitRequest(int subtask) override { context_.signalNoMoreSplits(subtask); }
   void addSplitsBack(std::vector<SocketSplit>, int) override {}
   void addReader(int) override {}
+  std::vector<SocketSplit> snapshotState(int64_t) override { return {}; }
 
  private:
   SplitEnumeratorContext<SocketSplit>& context_;
@@ -542,6 +543,11 @@ std::unique_ptr<SplitEnumerator<SocketSplit>> SocketTextSource::createEnumerator
 std::unique_ptr<SourceReader<std::string, SocketSplit>> SocketTextSource::createReader(
     SourceReaderContext& context) const {
   return std::make_unique<SocketTextReader>(context, host_, port_, delimiter_, maxRetry_);
+}
+
+std::unique_ptr<SplitEnumerator<SocketSplit>> SocketTextSource::restoreEnumerator(
+    SplitEnumeratorContext<SocketSplit>& context, std::vector<SocketSplit>) const {
+  return createEnumerator(context);
 }
 
 }  // namespace sluice

@@ -32,6 +32,15 @@ struct MiniClusterOptions {
   std::shared_ptr<const Clock> clock;
 };
 
+// What the checkpoint coordinator did so far (for tests and the client).
+struct CheckpointStats {
+  int64_t completed = 0;  // checkpoints and savepoints
+  int64_t failed = 0;     // declined, timed out or not written
+  int64_t restarts = 0;   // attempts after the first
+  int64_t latestCompletedId = -1;
+  std::string latestCompletedDirectory;  // empty for in-memory checkpoints
+};
+
 struct JobOutcome {
   JobState state = JobState::kCreated;
   std::string error;  // the first failure's message, when kFailed
@@ -55,6 +64,16 @@ class JobRun {
   // Blocks until the job reached a terminal state.
   JobOutcome wait();
   const JobGraph& jobGraph() const { return jobGraph_; }
+  const std::string& jobId() const;
+
+  // Takes a savepoint into a new directory under `directory` (empty: the
+  // state.savepoints.dir option) and returns its path once it is complete.
+  // With `terminate`, the job then ends (FINISHED); with `drain` as well,
+  // sources first emit the maximum watermark so that every window fires.
+  // Throws SluiceException when the savepoint fails.
+  std::string triggerSavepoint(const std::string& directory, bool terminate = false,
+                               bool drain = false);
+  CheckpointStats checkpointStats() const;
 
  private:
   class Impl;

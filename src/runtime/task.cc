@@ -1,5 +1,10 @@
 #include "runtime/task.h"
 
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <sstream>
+
 #include <fmt/format.h>
 
 #include <sluice/core/config_options.h>
@@ -17,6 +22,33 @@ class NullOutput final : public OutputBase {
   void emitWatermark(Watermark) override {}
   void emitWatermarkStatus(WatermarkStatus) override {}
 };
+
+constexpr uint8_t kBarrierTerminate = 1;
+constexpr uint8_t kBarrierDrain = 2;
+
+// [tag][i64 id][i64 timestamp][u8 type][u8 flags]
+void broadcastBarrier(RecordWriter& writer, const CheckpointBarrier& b,
+                      const CheckpointOptions& o) {
+  uint8_t buf[19];
+  buf[0] = static_cast<uint8_t>(ElementTag::kBarrier);
+  std::memcpy(buf + 1, &b.id, 8);
+  std::memcpy(buf + 9, &b.timestamp, 8);
+  buf[17] = static_cast<uint8_t>(b.type);
+  buf[18] = static_cast<uint8_t>((o.terminate ? kBarrierTerminate : 0) |
+                                 (o.drain ? kBarrierDrain : 0));
+  writer.broadcastEmit(buf, sizeof buf);
+  writer.flushAll();
+}
+
+void readBarrier(DataInputView& in, CheckpointBarrier& b, CheckpointOptions& o) {
+  b.id = in.readI64();
+  b.timestamp = in.readI64();
+  b.type = static_cast<CheckpointType>(in.readU8());
+  const uint8_t flags = in.readU8();
+  o.type = b.type;
+  o.terminate = (flags & kBarrierTerminate) != 0;
+  o.drain = (flags & kBarrierDrain) != 0;
+}
 
 }  // namespace
 
@@ -143,6 +175,22 @@ void Task::postNoMoreSplits() {
   });
 }
 
+void Task::triggerCheckpoint(CheckpointBarrier barrier, CheckpointOptions options) {
+  mailbox_.post([this, barrier, options] {
+    if (onTrigger_) {
+      onTrigger_(barrier, options);
+    } else if (responder_) {
+      responder_->decline(barrier.id, vertex_.id, subtask_, "the task is not running", false);
+    }
+  });
+}
+
+void Task::notifyCheckpointComplete(int64_t id) {
+  mailbox_.post([this, id] {
+    if (onNotify_) onNotify_(id);
+  });
+}
+
 void Task::requestWakeupAt(TaskWaker::Clock::time_point when) {
   if (when < wakeupAt_) wakeupAt_ = when;
 }
@@ -184,6 +232,7 @@ TaskResult Task::run() {
   };
 
   std::vector<ElementDecoder> decoders;
+  OutputBase* headOutputPtr = nullptr;
   // A manual clock wakes the task when a test moves it, so that due
   // processing-time timers fire without waiting on wall time.
   int64_t clockListener = 0;
@@ -235,18 +284,104 @@ TaskResult Task::run() {
       }
       current = node.name;
       ops[i]->setup(*contexts[i], *main);
+      if (i == 0) headOutputPtr = main.get();
       outputs.push_back(std::move(main));
     }
     // Open tail first, so an operator that emits in open() finds its
     // successors ready.
     for (size_t i = n; i-- > 0;) {
       current = graph_.node(vertex_.chain[i]).name;
-      ops[i]->initializeState(nullptr);
+      auto restored = restore_.find(vertex_.chain[i]);
+      ops[i]->initializeState(restored == restore_.end() ? nullptr : &restored->second);
       ops[i]->open();
       ++opened;
     }
+    restore_.clear();  // restored state may be large; the operators hold it now
     current = graph_.node(vertex_.head()).name;
     StreamOperatorBase& head = *ops[0];
+    OutputBase* headOutput = headOutputPtr;
+
+    // A checkpoint, on the task thread: operators emit what must precede
+    // the barrier, the barrier goes downstream, the operators' state is
+    // captured; writing it out and acknowledging happen on the I/O thread.
+    // A task that finished its input snapshots without barriers (its
+    // outputs have ended): its operators' state as they finished.
+    int64_t lastSnapshot = -1;
+    auto performCheckpoint = [&](const CheckpointBarrier& barrier, const CheckpointOptions& options,
+                                 bool finished) {
+      lastSnapshot = barrier.id;
+      if (!finished) {
+        for (size_t i = 0; i < n; ++i) {
+          current = graph_.node(vertex_.chain[i]).name;
+          ops[i]->prepareSnapshotPreBarrier(barrier.id);
+        }
+        current = taskName_;
+        for (auto& [id, w] : writers_) broadcastBarrier(*w, barrier, options);
+      }
+      auto snapshot = std::make_shared<TaskStateSnapshot>();
+      auto keyed = std::make_shared<std::vector<std::pair<int, std::unique_ptr<StateSnapshotWriter>>>>();
+      for (size_t i = 0; i < n; ++i) {
+        const int node = vertex_.chain[i];
+        current = graph_.node(node).name;
+        OperatorStateSnapshot s = ops[i]->snapshotState(barrier.id);
+        OperatorSubtaskState& st = snapshot->operators[node];
+        st.operatorState = std::move(s.operatorState);
+        st.timers = std::move(s.timers);
+        if (s.keyedState) keyed->emplace_back(node, std::move(s.keyedState));
+      }
+      current = graph_.node(vertex_.head()).name;
+      if (responder_ == nullptr) return;
+      const std::string dir = responder_->checkpointDirectory(barrier.id);
+      {
+        std::lock_guard lock(asyncMu_);
+        ++asyncInFlight_;
+      }
+      responder_->submitAsync([this, id = barrier.id, dir, snapshot, keyed] {
+        try {
+          for (auto& [node, writer] : *keyed) {
+            KeyedStateHandleRef& ref = snapshot->operators[node].keyed;
+            if (dir.empty()) {
+              std::ostringstream out;
+              writer->writeTo(out);
+              ref.bytes = std::make_shared<const std::string>(out.str());
+              continue;
+            }
+            const std::string path = fmt::format("{}/{}-{}.keyed", dir, node, subtask_);
+            std::ofstream out(path, std::ios::binary | std::ios::trunc);
+            if (!out) {
+              throw SluiceException(
+                  fmt::format("cannot create '{}': {}", path, std::strerror(errno)));
+            }
+            writer->writeTo(out);
+            out.flush();
+            if (!out) {
+              throw SluiceException(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
+            }
+            ref.path = path;
+          }
+          keyed->clear();
+          responder_->acknowledge(id, vertex_.id, subtask_, std::move(*snapshot));
+        } catch (...) {
+          keyed->clear();
+          responder_->decline(id, vertex_.id, subtask_,
+                              fmt::format("task '{}' ({}/{}) could not write its state: {}",
+                                          taskName_, subtask_ + 1, vertex_.parallelism,
+                                          describeCurrentException()),
+                              true);
+        }
+        std::lock_guard lock(asyncMu_);
+        --asyncInFlight_;
+        asyncDone_.notify_all();
+      });
+    };
+    onNotify_ = [&](int64_t id) {
+      for (size_t i = 0; i < n; ++i) {
+        current = graph_.node(vertex_.chain[i]).name;
+        ops[i]->notifyCheckpointComplete(id);
+      }
+      current = graph_.node(vertex_.head()).name;
+      if (id == kFinalCheckpointId) finalCommitted_ = true;
+    };
 
     auto flushDue = [&, timeout = std::chrono::milliseconds(jobGraph_.bufferTimeoutMs),
                      next = TaskWaker::Clock::now()](
@@ -266,11 +401,28 @@ TaskResult Task::run() {
     if (auto* source = dynamic_cast<SourceOperatorBase*>(&head)) {
       onSplits_ = [source](std::vector<std::vector<uint8_t>> s) { source->addSplits(s); };
       onNoMoreSplits_ = [source] { source->noMoreSplits(); };
+      // After the barrier of a stop-with-savepoint the source emits nothing
+      // more; the job ends once the savepoint is complete.
+      bool& stopped = sourceStopped_;
+      onTrigger_ = [&](CheckpointBarrier barrier, CheckpointOptions options) {
+        if (stopped) {
+          if (responder_) responder_->decline(barrier.id, vertex_.id, subtask_, "the source has stopped",
+                                              false);
+          return;
+        }
+        if (options.drain) headOutput->emitWatermark(Watermark::max());
+        performCheckpoint(barrier, options, false);
+        if (options.terminate) stopped = true;
+      };
       if (coordinator_) coordinator_->addReader(subtask_);
       for (;;) {
         if (mailbox_.hasMail()) mailbox_.runAll();
         if (cancelled_.load(std::memory_order_relaxed)) break;
         auto timerDue = fireDueTimers();
+        if (stopped) {
+          waker_.waitUntil(timerDue);
+          continue;
+        }
         InputStatus st = source->emitNext();
         if (st == InputStatus::kEndOfInput) break;
         auto now = TaskWaker::Clock::now();
@@ -304,6 +456,60 @@ TaskResult Task::run() {
         if (e.watermark) head.processWatermark(input, Watermark{e.watermarkValue});
         if (e.status) head.processWatermarkStatus(input, e.statusValue);
       };
+      // Barrier alignment. Exactly-once: a channel that delivered the
+      // barrier of the checkpoint being aligned is blocked (its further
+      // buffers wait in `queued`) until every channel delivered it or ended;
+      // then the task snapshots and forwards the barrier. At-least-once: the
+      // same count, without blocking.
+      const bool exactlyOnce = mode_ == CheckpointingMode::kExactlyOnce;
+      std::vector<std::deque<Buffer>> queued(channels);
+      std::vector<char> blocked(channels, 0), barrierFrom(channels, 0), channelEnded(channels, 0);
+      std::vector<int> resumable;
+      int64_t aligning = -1;       // checkpoint being aligned, -1 for none
+      int64_t lastCheckpoint = -1;  // newest checkpoint snapshotted or given up
+      CheckpointBarrier alignBarrier;
+      CheckpointOptions alignOptions;
+      auto endAlignment = [&] {
+        for (int c = 0; c < channels; ++c) {
+          barrierFrom[c] = 0;
+          if (blocked[c]) {
+            blocked[c] = 0;
+            resumable.push_back(c);
+          }
+        }
+        aligning = -1;
+      };
+      auto maybeCompleteAlignment = [&] {
+        if (aligning < 0) return;
+        for (int c = 0; c < channels; ++c) {
+          if (!barrierFrom[c] && !channelEnded[c]) return;
+        }
+        lastCheckpoint = aligning;
+        endAlignment();
+        performCheckpoint(alignBarrier, alignOptions, false);
+      };
+      // True when channel c must stop delivering for now.
+      auto onBarrier = [&](int c, const CheckpointBarrier& b, const CheckpointOptions& o) {
+        if (b.id <= lastCheckpoint) return false;  // a checkpoint already given up
+        if (b.id > aligning) {
+          if (aligning >= 0 && responder_) {
+            responder_->decline(aligning, vertex_.id, subtask_,
+                                fmt::format("barrier {} arrived before checkpoint {} was aligned",
+                                            b.id, aligning),
+                                false);
+          }
+          if (aligning >= 0) endAlignment();
+          aligning = b.id;
+          alignBarrier = b;
+          alignOptions = o;
+        } else if (b.id < aligning) {
+          return false;  // older than the one being aligned: superseded
+        }
+        barrierFrom[c] = 1;
+        if (exactlyOnce) blocked[c] = 1;
+        maybeCompleteAlignment();
+        return blocked[c] != 0;
+      };
       auto handle = [&](int c, const uint8_t* data, size_t size) {
         DataInputView in(data, size);
         const int input = channels_[c].inputIndex;
@@ -322,28 +528,62 @@ TaskResult Task::run() {
             apply(input,
                   valves[input].onStatus(localIndex[c], static_cast<WatermarkStatus>(in.readU8())));
             break;
-          case ElementTag::kBarrier: break;  // checkpoints are not implemented yet
+          case ElementTag::kBarrier: {
+            CheckpointBarrier b;
+            CheckpointOptions o;
+            readBarrier(in, b, o);
+            onBarrier(c, b, o);
+            break;
+          }
           case ElementTag::kEndOfPartition:
             ++ended;
+            channelEnded[c] = 1;
             apply(input, valves[input].onEndOfPartition(localIndex[c]));
             if (++endedPerInput[input] == channelsPerInput[input]) head.endInput(input);
+            maybeCompleteAlignment();
             break;
           default:
             throw SerializationError(fmt::format(
                 "corrupt stream: unknown element tag {} on channel {}", static_cast<int>(tag), c));
         }
       };
+      // Decodes channel c's buffers until they are used up or c is blocked.
+      auto drainChannel = [&](int c) {
+        const uint8_t* data;
+        size_t size;
+        while (!blocked[c]) {
+          if (!decoders[c].hasBuffer()) {
+            if (queued[c].empty()) return;
+            decoders[c].setBuffer(queued[c].front());
+            queued[c].pop_front();
+          }
+          while (!blocked[c] && decoders[c].next(data, size)) handle(c, data, size);
+        }
+      };
+      onTrigger_ = [&](CheckpointBarrier barrier, CheckpointOptions) {
+        if (responder_) {
+          responder_->decline(barrier.id, vertex_.id, subtask_, "only sources are triggered", false);
+        }
+      };
       while (ended < channels) {
         if (mailbox_.hasMail()) mailbox_.runAll();
         if (cancelled_.load(std::memory_order_relaxed)) break;
         auto timerDue = fireDueTimers();
+        if (!resumable.empty()) {
+          const int c = resumable.back();
+          resumable.pop_back();
+          drainChannel(c);
+          continue;
+        }
         int c;
         Buffer b;
         if (gate_->poll(c, b)) {
+          if (blocked[c] || decoders[c].hasBuffer() || !queued[c].empty()) {
+            queued[c].push_back(b);
+            continue;
+          }
           decoders[c].setBuffer(b);
-          const uint8_t* data;
-          size_t size;
-          while (decoders[c].next(data, size)) handle(c, data, size);
+          drainChannel(c);
           auto now = TaskWaker::Clock::now();
           auto deadline = TaskWaker::Clock::time_point::max();
           flushDue(now, deadline);
@@ -354,6 +594,10 @@ TaskResult Task::run() {
         flushDue(now, deadline);
         if (deadline > now) waker_.waitUntil(deadline);
         if (wakeupAt_ <= TaskWaker::Clock::now()) wakeupAt_ = TaskWaker::Clock::time_point::max();
+      }
+      for (auto& q : queued) {
+        for (Buffer& buffer : q) buffer.pool->recycle(buffer.data);
+        q.clear();
       }
     }
 
@@ -366,6 +610,24 @@ TaskResult Task::run() {
       }
       current = taskName_;
       for (auto& [id, w] : writers_) w->broadcastEndOfPartition();
+      // Two-phase-commit sinks pre-committed their last transaction in
+      // finish(); it is committed once every task of the job got this far.
+      // Checkpoints taken while other tasks still run include this task's
+      // final state (Flink's checkpoints after tasks finished, FLIP-147).
+      onTrigger_ = [&](CheckpointBarrier barrier, CheckpointOptions options) {
+        if (barrier.id <= lastSnapshot) return;  // took part through its barrier
+        performCheckpoint(barrier, options, true);
+      };
+      if (responder_ != nullptr) {
+        responder_->taskFinished(vertex_.id, subtask_);
+        while (!finalCommitted_ && !cancelled_.load()) {
+          if (mailbox_.hasMail()) {
+            mailbox_.runAll();
+            continue;
+          }
+          waker_.waitUntil(fireDueTimers());
+        }
+      }
     }
   } catch (const TaskCancelledException&) {
     result.cancelled = true;
@@ -377,7 +639,14 @@ TaskResult Task::run() {
     if (!cancelled_.load()) fail(current, describeCurrentException());
   }
   if (cancelled_.load()) result.cancelled = true;
+  onTrigger_ = nullptr;
+  onNotify_ = nullptr;
   if (manual != nullptr) manual->removeListener(clockListener);
+  {
+    // Snapshots being written read the operators' state backends.
+    std::unique_lock lock(asyncMu_);
+    asyncDone_.wait(lock, [&] { return asyncInFlight_ == 0; });
+  }
   // Timers still pending at the end do not fire (Flink's behaviour).
   while (!timers_.empty()) timers_.pop();
 

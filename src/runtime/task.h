@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
@@ -20,6 +21,7 @@
 #include <sluice/graph/job_graph.h>
 
 #include "runtime/buffer_pool.h"
+#include "runtime/checkpoint.h"
 #include "runtime/input_gate.h"
 #include "runtime/mailbox.h"
 #include "runtime/record_writer.h"
@@ -39,6 +41,26 @@ class SourceCoordinatorLink {
   virtual ~SourceCoordinatorLink() = default;
   virtual void addReader(int subtask) = 0;
   virtual void requestSplit(int subtask) = 0;
+};
+
+// The job's side of checkpoints, as a task sees it (implemented by the job
+// run and its checkpoint coordinator). Thread-safe.
+class CheckpointResponder {
+ public:
+  virtual ~CheckpointResponder() = default;
+  // Where the task writes its keyed snapshots for checkpoint `id`; empty to
+  // keep them in memory.
+  virtual std::string checkpointDirectory(int64_t id) = 0;
+  virtual void acknowledge(int64_t id, int vertex, int subtask, TaskStateSnapshot snapshot) = 0;
+  // `countsAsFailure`: the checkpoint failed (e.g. its state could not be
+  // written), as opposed to being overtaken or made moot by a finished task.
+  virtual void decline(int64_t id, int vertex, int subtask, const std::string& reason,
+                       bool countsAsFailure) = 0;
+  // Runs `work` on the checkpoint I/O thread (the asynchronous part).
+  virtual void submitAsync(std::function<void()> work) = 0;
+  // The task processed all its input and finished its operators; it now
+  // waits for notifyCheckpointComplete(kFinalCheckpointId) or a cancel.
+  virtual void taskFinished(int vertex, int subtask) = 0;
 };
 
 struct TaskResult {
@@ -86,6 +108,15 @@ class Task {
   void addWriter(int jobEdge, std::vector<RecordWriter::Target> targets, size_t segmentSize,
                  int buffersPerChannel, int floatingBuffers);
   void setSourceCoordinator(SourceCoordinatorLink* link) { coordinator_ = link; }
+  // Checkpointing: where acknowledgements go and how barriers align. Without
+  // a responder the task neither snapshots nor waits for the final commit.
+  void setCheckpointing(CheckpointResponder* responder, CheckpointingMode mode) {
+    responder_ = responder;
+    mode_ = mode;
+  }
+  // What each chained operator (by stream node id) restores from; operators
+  // not in the map start empty.
+  void setRestore(std::map<int, OperatorStateRestore> restore) { restore_ = std::move(restore); }
   // Must be set before run(); outlives the task.
   void setServices(TaskServices* services) { services_ = services; }
 
@@ -97,6 +128,12 @@ class Task {
   void postSplit(std::vector<uint8_t> split);
   void postNoMoreSplits();
   void signalInputAvailable() { waker_.wake(); }
+  // Source tasks: snapshot and emit `barrier` (declined when the task has
+  // already finished its input).
+  void triggerCheckpoint(CheckpointBarrier barrier, CheckpointOptions options);
+  // Every operator's notifyCheckpointComplete(id), on the task thread.
+  void notifyCheckpointComplete(int64_t id);
+  int vertexId() const { return vertex_.id; }
   void requestWakeupAt(TaskWaker::Clock::time_point when);  // task thread only
 
   const std::string& name() const { return taskName_; }
@@ -144,6 +181,19 @@ class Task {
   // Installed by run() while a source head is alive; called from mails.
   std::function<void(std::vector<std::vector<uint8_t>>)> onSplits_;
   std::function<void()> onNoMoreSplits_;
+  std::function<void(CheckpointBarrier, CheckpointOptions)> onTrigger_;
+  std::function<void(int64_t)> onNotify_;
+
+  CheckpointResponder* responder_ = nullptr;
+  CheckpointingMode mode_ = CheckpointingMode::kExactlyOnce;
+  std::map<int, OperatorStateRestore> restore_;
+  bool finalCommitted_ = false;  // task thread
+  bool sourceStopped_ = false;   // task thread: stop-with-savepoint barrier emitted
+  // Asynchronous snapshot writes not yet done; the task waits for them
+  // before it closes its operators (their backends back the writes).
+  std::mutex asyncMu_;
+  std::condition_variable asyncDone_;
+  int asyncInFlight_ = 0;
 };
 
 }  // namespace sluice::runtime

@@ -97,6 +97,111 @@ inline constexpr ConfigOption<std::string> kStateCheckpointsDir{
     "state.checkpoints.dir", "",
     "Directory (URI) where checkpoints are written. Required when checkpointing is enabled."};
 
+inline constexpr ConfigOption<std::string> kExecutionCheckpointingMode{
+    "execution.checkpointing.mode", "EXACTLY_ONCE",
+    "EXACTLY_ONCE: a task with several input channels aligns checkpoint barriers (holds back the "
+    "channels that delivered one until all have). AT_LEAST_ONCE: no alignment; records after a "
+    "barrier may be replayed after a failure."};
+
+inline constexpr ConfigOption<std::chrono::milliseconds> kExecutionCheckpointingTimeout{
+    "execution.checkpointing.timeout", std::chrono::milliseconds{600000},
+    "A checkpoint that has not completed after this long is aborted and counts as failed."};
+
+inline constexpr ConfigOption<std::chrono::milliseconds> kExecutionCheckpointingMinPause{
+    "execution.checkpointing.min-pause", std::chrono::milliseconds{0},
+    "Least time between the end of one checkpoint and the start of the next."};
+
+inline constexpr ConfigOption<int32_t> kExecutionCheckpointingMaxConcurrentCheckpoints{
+    "execution.checkpointing.max-concurrent-checkpoints", 1,
+    "How many checkpoints may be in progress at once."};
+
+inline constexpr ConfigOption<int32_t> kExecutionCheckpointingTolerableFailedCheckpoints{
+    "execution.checkpointing.tolerable-failed-checkpoints", 0,
+    "Consecutive failed (declined or timed out) checkpoints tolerated; one more fails the job."};
+
+inline constexpr ConfigOption<std::string> kExecutionCheckpointingExternalizedCheckpointRetention{
+    "execution.checkpointing.externalized-checkpoint-retention", "DELETE_ON_CANCELLATION",
+    "DELETE_ON_CANCELLATION removes the job's checkpoints when it is cancelled; "
+    "RETAIN_ON_CANCELLATION keeps the retained ones for a later restore. Checkpoints of a failed "
+    "job are always kept."};
+
+inline constexpr ConfigOption<int32_t> kStateCheckpointsNumRetained{
+    "state.checkpoints.num-retained", 1, "How many completed checkpoints are kept."};
+
+inline constexpr ConfigOption<std::string> kStateSavepointsDir{
+    "state.savepoints.dir", "",
+    "Default directory for savepoints when triggerSavepoint() is given none."};
+
+inline constexpr ConfigOption<bool> kStateBackendIncremental{
+    "state.backend.incremental", false,
+    "RocksDB only: checkpoints reference the SST files earlier checkpoints already hold instead "
+    "of writing all state again. Savepoints are always full and canonical."};
+
+inline constexpr ConfigOption<std::string> kExecutionSavepointPath{
+    "execution.savepoint.path", "",
+    "A savepoint or retained checkpoint (its directory or its _metadata file) to start the job "
+    "from."};
+
+inline constexpr ConfigOption<bool> kExecutionSavepointIgnoreUnclaimedState{
+    "execution.savepoint.ignore-unclaimed-state", false,
+    "Start even when the savepoint holds state of an operator the job no longer has."};
+
+// ---- failure recovery ----
+
+inline constexpr ConfigOption<std::string> kRestartStrategyType{
+    "restart-strategy.type", "",
+    "fixed-delay, failure-rate, exponential-delay or none. Unset: none without checkpointing, "
+    "fixed-delay with checkpointing (Flink's rule)."};
+
+inline constexpr ConfigOption<int32_t> kRestartStrategyFixedDelayAttempts{
+    "restart-strategy.fixed-delay.attempts", 1,
+    "fixed-delay: restarts before the job fails. When the strategy is chosen because "
+    "checkpointing is on, the default is unlimited (2147483647)."};
+
+inline constexpr ConfigOption<std::chrono::milliseconds> kRestartStrategyFixedDelayDelay{
+    "restart-strategy.fixed-delay.delay", std::chrono::milliseconds{1000},
+    "fixed-delay: wait between a failure and the restart."};
+
+inline constexpr ConfigOption<int32_t> kRestartStrategyFailureRateMaxFailuresPerInterval{
+    "restart-strategy.failure-rate.max-failures-per-interval", 1,
+    "failure-rate: failures within one interval before the job fails."};
+
+inline constexpr ConfigOption<std::chrono::milliseconds>
+    kRestartStrategyFailureRateFailureRateInterval{
+        "restart-strategy.failure-rate.failure-rate-interval", std::chrono::milliseconds{60000},
+        "failure-rate: the interval failures are counted in."};
+
+inline constexpr ConfigOption<std::chrono::milliseconds> kRestartStrategyFailureRateDelay{
+    "restart-strategy.failure-rate.delay", std::chrono::milliseconds{1000},
+    "failure-rate: wait between a failure and the restart."};
+
+inline constexpr ConfigOption<std::chrono::milliseconds>
+    kRestartStrategyExponentialDelayInitialBackoff{
+        "restart-strategy.exponential-delay.initial-backoff", std::chrono::milliseconds{1000},
+        "exponential-delay: wait before the first restart."};
+
+inline constexpr ConfigOption<std::chrono::milliseconds> kRestartStrategyExponentialDelayMaxBackoff{
+    "restart-strategy.exponential-delay.max-backoff", std::chrono::milliseconds{300000},
+    "exponential-delay: the wait never grows beyond this."};
+
+inline constexpr ConfigOption<double> kRestartStrategyExponentialDelayBackoffMultiplier{
+    "restart-strategy.exponential-delay.backoff-multiplier", 1.5,
+    "exponential-delay: factor the wait grows by after each failure."};
+
+inline constexpr ConfigOption<std::chrono::milliseconds>
+    kRestartStrategyExponentialDelayResetBackoffThreshold{
+        "restart-strategy.exponential-delay.reset-backoff-threshold",
+        std::chrono::milliseconds{3600000},
+        "exponential-delay: after running this long without failure the wait starts over."};
+
+inline constexpr ConfigOption<double> kRestartStrategyExponentialDelayJitterFactor{
+    "restart-strategy.exponential-delay.jitter-factor", 0.1,
+    "exponential-delay: random share (+/-) added to each wait."};
+
+inline constexpr ConfigOption<int32_t> kRestartStrategyExponentialDelayAttemptsBeforeResetBackoff{
+    "restart-strategy.exponential-delay.attempts-before-reset-backoff", 2147483647,
+    "exponential-delay: restarts before the job fails."};
+
 // ---- task manager: slots, memory, network ----
 
 inline constexpr ConfigOption<int32_t> kTaskManagerNumberOfTaskSlots{
@@ -152,6 +257,29 @@ inline constexpr std::tuple kAllOptions{
     &kStateBackendRocksDbMemoryWriteBufferRatio,
     &kStateBackendRocksDbMemoryHighPrioPoolRatio,
     &kStateCheckpointsDir,
+    &kExecutionCheckpointingMode,
+    &kExecutionCheckpointingTimeout,
+    &kExecutionCheckpointingMinPause,
+    &kExecutionCheckpointingMaxConcurrentCheckpoints,
+    &kExecutionCheckpointingTolerableFailedCheckpoints,
+    &kExecutionCheckpointingExternalizedCheckpointRetention,
+    &kStateCheckpointsNumRetained,
+    &kStateSavepointsDir,
+    &kStateBackendIncremental,
+    &kExecutionSavepointPath,
+    &kExecutionSavepointIgnoreUnclaimedState,
+    &kRestartStrategyType,
+    &kRestartStrategyFixedDelayAttempts,
+    &kRestartStrategyFixedDelayDelay,
+    &kRestartStrategyFailureRateMaxFailuresPerInterval,
+    &kRestartStrategyFailureRateFailureRateInterval,
+    &kRestartStrategyFailureRateDelay,
+    &kRestartStrategyExponentialDelayInitialBackoff,
+    &kRestartStrategyExponentialDelayMaxBackoff,
+    &kRestartStrategyExponentialDelayBackoffMultiplier,
+    &kRestartStrategyExponentialDelayResetBackoffThreshold,
+    &kRestartStrategyExponentialDelayJitterFactor,
+    &kRestartStrategyExponentialDelayAttemptsBeforeResetBackoff,
     &kTaskManagerNumberOfTaskSlots,
     &kTaskManagerMemoryManagedSize,
     &kTaskManagerMemorySegmentSize,

@@ -175,6 +175,11 @@ struct OperatorStateRestore {
   std::vector<std::string> timers;
 };
 
+// The id of the "checkpoint" a job completes when all its tasks finished:
+// notifyCheckpointComplete(kFinalCheckpointId) commits what two-phase-commit
+// sinks pre-committed at the end of their input.
+inline constexpr int64_t kFinalCheckpointId = INT64_MAX;
+
 enum class ChainingStrategy : uint8_t {
   kAlways,  // chain with the predecessor and successors when the rules allow
   kHead,    // start a new chain here; successors may chain to it
@@ -221,7 +226,12 @@ class StreamOperatorBase {
     return {};
   }
 
-  // Checkpoint hooks; the checkpoint issue fills them in.
+  // Checkpoint hooks. prepareSnapshotPreBarrier runs right before the
+  // barrier of `checkpointId` is sent downstream (emit what must precede
+  // it); notifyCheckpointComplete runs once the coordinator has made that
+  // checkpoint durable (two-phase-commit sinks commit then). A notice may be
+  // skipped when a later checkpoint completes first; kFinalCheckpointId
+  // comes once every task of the job has finished its bounded input.
   virtual void prepareSnapshotPreBarrier(int64_t checkpointId) { (void)checkpointId; }
   virtual void notifyCheckpointComplete(int64_t checkpointId) { (void)checkpointId; }
 
@@ -272,6 +282,9 @@ class SourceCoordinatorBase {
   virtual void start() = 0;
   virtual void addReader(int subtask) = 0;
   virtual void handleSplitRequest(int subtask) = 0;
+  // The enumerator's checkpoint (its unassigned splits), serialized. Taken
+  // by the checkpoint coordinator right before it triggers the sources.
+  virtual std::string snapshotState(int64_t checkpointId) = 0;
   virtual void close() {}
 };
 
@@ -362,10 +375,13 @@ class OperatorFactory {
   // A fresh operator for one subtask, with its own copy of the user function.
   virtual std::unique_ptr<StreamOperatorBase> createOperator() const = 0;
   virtual bool isSource() const { return false; }
-  // Sources: the enumerator, created once per job.
+  // Sources: the enumerator, created once per job run (again after each
+  // restart). `restoredState` is what SourceCoordinatorBase::snapshotState
+  // returned for the checkpoint the job restores, or null on a fresh start.
   virtual std::unique_ptr<SourceCoordinatorBase> createCoordinator(
-      SplitEnumeratorContextBase& context) const {
+      SplitEnumeratorContextBase& context, const std::string* restoredState) const {
     (void)context;
+    (void)restoredState;
     return nullptr;
   }
   // The main output's record type (nullptr for sinks).

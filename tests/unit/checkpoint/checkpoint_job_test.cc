@@ -1,0 +1,411 @@
+// Checkpoints in running jobs: recovery after a failure, retention,
+// unwritable directories, savepoints with rescaling and backend changes,
+// unclaimed state.
+#include <algorithm>
+#include <set>
+
+#include "unit/checkpoint/checkpoint_util.h"
+
+namespace sluice::checkpointing {
+namespace {
+
+using std::chrono::milliseconds;
+using Row = std::tuple<int64_t, int64_t, int64_t>;  // key, running count, running sum
+
+constexpr int64_t kKeys = 37;
+
+// Values stay small: unbounded generators hand out indices near 2^62.
+Row input(int64_t i) { return Row{i % kKeys, 1, i % 1000}; }
+
+// Per key: the number of records and their sum, computed without the engine.
+std::map<int64_t, std::pair<int64_t, int64_t>> expectedTotals(int64_t count) {
+  std::map<int64_t, std::pair<int64_t, int64_t>> m;
+  for (int64_t i = 0; i < count; ++i) {
+    auto& [n, s] = m[i % kKeys];
+    ++n;
+    s += i % 1000;
+  }
+  return m;
+}
+
+// Running counts are order-independent: key k must show counts 1..n_k
+// exactly once each (exactly-once output), and its last row must carry the
+// total sum (exactly-once state).
+void expectExactlyOnce(const std::vector<Row>& rows, int64_t count) {
+  auto expected = expectedTotals(count);
+  std::map<int64_t, std::vector<int64_t>> counts;
+  std::map<int64_t, int64_t> sumAtLast;
+  for (const auto& [k, c, s] : rows) {
+    counts[k].push_back(c);
+    if (c == expected[k].first) sumAtLast[k] = s;
+  }
+  ASSERT_EQ(counts.size(), expected.size());
+  for (auto& [k, cs] : counts) {
+    std::sort(cs.begin(), cs.end());
+    std::vector<int64_t> want(static_cast<size_t>(expected[k].first));
+    for (size_t i = 0; i < want.size(); ++i) want[i] = static_cast<int64_t>(i) + 1;
+    ASSERT_EQ(cs, want) << "key " << k;
+    EXPECT_EQ(sumAtLast[k], expected[k].second) << "key " << k;
+  }
+}
+
+// generator -> failing map (site 0) -> keyBy -> running (count, sum) ->
+// failing map (site 1) -> collect.
+std::shared_ptr<internal::CollectBuffer<Row>> buildRunningSum(StreamExecutionEnvironment& env,
+                                                               int64_t count, double rate,
+                                                               std::shared_ptr<FaultPlan> plan) {
+  auto buffer = std::make_shared<internal::CollectBuffer<Row>>();
+  env.fromGenerator(input, count, rate)
+      .uid("source")
+      .map(FailingMap<Row>(plan, 0))
+      .uid("fail-0")
+      .keyBy([](const Row& r) { return std::get<0>(r); })
+      .reduce([](const Row& a, const Row& b) {
+        return Row{std::get<0>(a), std::get<1>(a) + std::get<1>(b), std::get<2>(a) + std::get<2>(b)};
+      })
+      .uid("sum")
+      .map(FailingMap<Row>(plan, 1))
+      .uid("fail-1")
+      .sinkTo(CollectSink<Row>(buffer), "Collect")
+      .uid("collect");
+  return buffer;
+}
+
+struct RecoveryCase {
+  std::string backend;
+  int parallelism;
+  bool withDirectory;
+};
+
+class CheckpointRecoveryTest : public ::testing::TestWithParam<RecoveryCase> {};
+
+TEST_P(CheckpointRecoveryTest, AFailedJobRestoresTheLatestCheckpointAndLosesNothing) {
+  const RecoveryCase& c = GetParam();
+  TempDir dir("recovery");
+  StreamExecutionEnvironment env;
+  env.setParallelism(c.parallelism).setStateBackend(c.backend);
+  env.enableCheckpointing(milliseconds(20));
+  if (c.withDirectory) env.getCheckpointConfig().setCheckpointStorage(dir.str());
+  env.setRestartStrategy(RestartStrategies::fixedDelayRestart(5, milliseconds(0)));
+  const int64_t count = 6000;
+  // The keyed operator's last subtask fails at its 1500th record of the
+  // first attempt, well after the first checkpoints.
+  auto plan = std::make_shared<FaultPlan>(
+      std::vector<Fault>{{1, c.parallelism - 1, FaultKind::kRecord, 1500 / c.parallelism}});
+  auto out = buildRunningSum(env, count, 20000, plan);
+  JobClient client = env.executeAsync("recovery");
+  JobExecutionResult result = client.getJobExecutionResult();
+  EXPECT_EQ(plan->fired(), 1u);
+  auto stats = client.getCheckpointStats();
+  EXPECT_EQ(stats.restarts, 1);
+  EXPECT_GE(stats.completed, 1);
+  // The collect sink is at-least-once: the rows after the restored
+  // checkpoint come twice. Deduplicate, then require every row.
+  // Intermediate sums depend on how the source subtasks interleave, which a
+  // replay changes, so rows are deduplicated by (key, count).
+  std::vector<Row> rows = out->take();
+  std::map<std::pair<int64_t, int64_t>, Row> unique;
+  for (const Row& r : rows) unique[{std::get<0>(r), std::get<1>(r)}] = r;
+  EXPECT_GT(rows.size(), unique.size()) << "the restart replayed nothing";
+  std::vector<Row> deduplicated;
+  for (const auto& [k, r] : unique) deduplicated.push_back(r);
+  expectExactlyOnce(deduplicated, count);
+  // A finished job's checkpoints are removed.
+  if (c.withDirectory) {
+    EXPECT_FALSE(fs::exists(dir.path() / client.getJobId()));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Backends, CheckpointRecoveryTest,
+    ::testing::Values(RecoveryCase{"hashmap", 1, true}, RecoveryCase{"hashmap", 4, true},
+                      RecoveryCase{"rocksdb", 1, true}, RecoveryCase{"rocksdb", 4, true},
+                      RecoveryCase{"hashmap", 2, false}, RecoveryCase{"rocksdb", 2, false}),
+    [](const auto& info) {
+      return info.param.backend + "_p" + std::to_string(info.param.parallelism) +
+             (info.param.withDirectory ? "_files" : "_memory");
+    });
+
+TEST(CheckpointRecoveryErrors, WithoutRestartsTheJobFailsWithTheOriginalCause) {
+  StreamExecutionEnvironment env;
+  env.enableCheckpointing(milliseconds(20));
+  env.setRestartStrategy(RestartStrategies::noRestart());
+  auto plan = std::make_shared<FaultPlan>(std::vector<Fault>{{0, 0, FaultKind::kRecord, 100}});
+  buildRunningSum(env, 1000, 0, plan);
+  try {
+    env.execute("no restart");
+    FAIL() << "expected a failure";
+  } catch (const JobExecutionException& e) {
+    EXPECT_NE(std::string(e.what()).find("injected fault 1"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CheckpointRecoveryErrors, FixedDelayGivesUpAfterItsAttempts) {
+  StreamExecutionEnvironment env;
+  env.enableCheckpointing(milliseconds(20));
+  env.setRestartStrategy(RestartStrategies::fixedDelayRestart(2, milliseconds(1)));
+  auto plan = std::make_shared<FaultPlan>(std::vector<Fault>{{0, 0, FaultKind::kRecord, 10},
+                                                             {0, 0, FaultKind::kRecord, 10},
+                                                             {0, 0, FaultKind::kRecord, 10}});
+  buildRunningSum(env, 1000, 0, plan);
+  JobClient client = env.executeAsync("gives up");
+  try {
+    client.getJobExecutionResult();
+    FAIL() << "expected a failure";
+  } catch (const JobExecutionException& e) {
+    EXPECT_NE(std::string(e.what()).find("injected fault 3"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(plan->fired(), 3u);
+  EXPECT_EQ(client.getCheckpointStats().restarts, 2);
+}
+
+// ---------------------------------------------------------------------------
+// Retention
+
+std::set<std::string> checkpointDirs(const fs::path& jobDir) {
+  std::set<std::string> names;
+  if (!fs::exists(jobDir)) return names;
+  for (const auto& e : fs::directory_iterator(jobDir)) names.insert(e.path().filename().string());
+  return names;
+}
+
+TEST(CheckpointRetentionTest, NumRetainedAndRetainOnCancellationKeepExactlyTheNewest) {
+  TempDir dir("retain");
+  StreamExecutionEnvironment env;
+  env.setParallelism(2);
+  env.enableCheckpointing(milliseconds(15));
+  env.getCheckpointConfig()
+      .setCheckpointStorage(dir.str())
+      .setNumRetainedCheckpoints(3)
+      .setExternalizedCheckpointRetention(ExternalizedCheckpointRetention::kRetainOnCancellation);
+  auto plan = std::make_shared<FaultPlan>(std::vector<Fault>{});
+  buildRunningSum(env, kUnboundedCount, 5000, plan);
+  JobClient client = env.executeAsync("retain");
+  ASSERT_TRUE(waitFor([&] { return client.getCheckpointStats().completed >= 6; }));
+  client.cancel();
+  EXPECT_THROW(client.getJobExecutionResult(), JobExecutionException);
+  const auto stats = client.getCheckpointStats();
+  const int64_t last = stats.latestCompletedId;
+  std::set<std::string> want;
+  for (int64_t id = last - 2; id <= last; ++id) want.insert("chk-" + std::to_string(id));
+  EXPECT_EQ(checkpointDirs(dir.path() / client.getJobId()), want);
+  for (const auto& name : want) {
+    EXPECT_TRUE(fs::exists(dir.path() / client.getJobId() / name / "_metadata")) << name;
+  }
+  EXPECT_EQ(stats.latestCompletedPath,
+            (dir.path() / client.getJobId() / ("chk-" + std::to_string(last))).string());
+}
+
+TEST(CheckpointRetentionTest, DeleteOnCancellationRemovesTheJobsCheckpoints) {
+  TempDir dir("delete");
+  StreamExecutionEnvironment env;
+  env.enableCheckpointing(milliseconds(15));
+  env.getCheckpointConfig().setCheckpointStorage(dir.str());
+  buildRunningSum(env, kUnboundedCount, 5000, std::make_shared<FaultPlan>(std::vector<Fault>{}));
+  JobClient client = env.executeAsync("delete");
+  ASSERT_TRUE(waitFor([&] { return client.getCheckpointStats().completed >= 2; }));
+  ASSERT_TRUE(fs::exists(dir.path() / client.getJobId()));
+  client.cancel();
+  EXPECT_THROW(client.getJobExecutionResult(), JobExecutionException);
+  EXPECT_FALSE(fs::exists(dir.path() / client.getJobId()));
+}
+
+TEST(CheckpointRetentionTest, AFailedJobKeepsItsLatestCheckpoint) {
+  TempDir dir("failed");
+  StreamExecutionEnvironment env;
+  env.enableCheckpointing(milliseconds(15));
+  env.getCheckpointConfig().setCheckpointStorage(dir.str());
+  env.setRestartStrategy(RestartStrategies::noRestart());
+  auto plan = std::make_shared<FaultPlan>(std::vector<Fault>{{1, 0, FaultKind::kNotify, 3}});
+  buildRunningSum(env, kUnboundedCount, 5000, plan);
+  JobClient client = env.executeAsync("failed");
+  EXPECT_THROW(client.getJobExecutionResult(), JobExecutionException);
+  auto names = checkpointDirs(dir.path() / client.getJobId());
+  ASSERT_EQ(names.size(), 1u);
+  // The checkpoint whose notice failed had completed: it is the one kept.
+  EXPECT_EQ(*names.begin(), "chk-" + std::to_string(client.getCheckpointStats().latestCompletedId));
+}
+
+// ---------------------------------------------------------------------------
+// Failed checkpoints
+
+TEST(CheckpointFailureTest, UnwritableDirectoryFailsTheJobAfterTheTolerableLimit) {
+  TempDir dir("unwritable");
+  std::ofstream(dir.path() / "a-file") << "not a directory";
+  StreamExecutionEnvironment env;
+  env.enableCheckpointing(milliseconds(15));
+  env.getCheckpointConfig()
+      .setCheckpointStorage((dir.path() / "a-file" / "checkpoints").string())
+      .setTolerableCheckpointFailureNumber(2);
+  env.setRestartStrategy(RestartStrategies::noRestart());
+  auto out = buildRunningSum(env, kUnboundedCount, 5000,
+                             std::make_shared<FaultPlan>(std::vector<Fault>{}));
+  JobClient client = env.executeAsync("unwritable");
+  try {
+    client.getJobExecutionResult();
+    FAIL() << "expected a failure";
+  } catch (const JobExecutionException& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("Exceeded checkpoint tolerable failure threshold"), std::string::npos)
+        << what;
+    EXPECT_NE(what.find("3 consecutive"), std::string::npos) << what;
+    EXPECT_NE(what.find("Not a directory"), std::string::npos) << what;
+    EXPECT_NE(what.find("a-file"), std::string::npos) << what;
+  }
+  EXPECT_EQ(client.getCheckpointStats().failed, 3);
+  EXPECT_EQ(client.getCheckpointStats().completed, 0);
+  // The job ran on while its checkpoints failed.
+  EXPECT_GT(out->size(), 0u);
+}
+
+// ---------------------------------------------------------------------------
+// Savepoints
+
+TEST(SavepointTest, StopResumeAcrossParallelismsAndBackendsEqualsAnUninterruptedRun) {
+  TempDir dir("savepoints");
+  const int64_t count = 24000;
+  std::vector<Row> all;
+  std::string savepoint;
+  const std::vector<std::pair<int, std::string>> runs = {
+      {1, "hashmap"}, {2, "rocksdb"}, {3, "hashmap"}, {1, "rocksdb"}};
+  for (size_t r = 0; r < runs.size(); ++r) {
+    // The savepoint goes through the configuration, as with -D.
+    Configuration config;
+    if (!savepoint.empty()) config.setString("execution.savepoint.path", savepoint);
+    StreamExecutionEnvironment env(config);
+    env.setParallelism(runs[r].first).setStateBackend(runs[r].second);
+    auto out = buildRunningSum(env, count, 40000, std::make_shared<FaultPlan>(std::vector<Fault>{}));
+    JobClient client = env.executeAsync("savepoint run " + std::to_string(r));
+    if (r + 1 < runs.size()) {
+      const size_t before = all.size();
+      ASSERT_TRUE(waitFor([&] { return out->size() >= 1000; }));
+      savepoint = client.stopWithSavepoint(false, dir.str());
+      EXPECT_EQ(client.getJobExecutionResult().getJobName(), "savepoint run " + std::to_string(r));
+      EXPECT_TRUE(fs::exists(fs::path(savepoint) / "_metadata")) << savepoint;
+      auto rows = out->take();
+      all.insert(all.end(), rows.begin(), rows.end());
+      ASSERT_LT(all.size(), static_cast<size_t>(count)) << "run " << r << " was not stopped early";
+      ASSERT_GT(all.size(), before);
+    } else {
+      client.getJobExecutionResult();
+      auto rows = out->take();
+      all.insert(all.end(), rows.begin(), rows.end());
+    }
+  }
+  expectExactlyOnce(all, count);
+}
+
+TEST(SavepointTest, ASavepointIsRelocatable) {
+  TempDir dir("relocate");
+  const int64_t count = 20000;
+  StreamExecutionEnvironment env;
+  env.setParallelism(2);
+  auto out = buildRunningSum(env, count, 40000, std::make_shared<FaultPlan>(std::vector<Fault>{}));
+  JobClient client = env.executeAsync("relocate 1");
+  ASSERT_TRUE(waitFor([&] { return out->size() >= 1000; }));
+  const std::string savepoint = client.stopWithSavepoint(false, dir.str());
+  client.getJobExecutionResult();
+  const fs::path moved = dir.path() / "moved-savepoint";
+  fs::rename(savepoint, moved);
+  std::vector<Row> all = out->take();
+
+  Configuration config;
+  config.setString("execution.savepoint.path", (moved / "_metadata").string());
+  StreamExecutionEnvironment resumed(config);
+  resumed.setParallelism(2).setStateBackend("rocksdb");
+  auto out2 =
+      buildRunningSum(resumed, count, 0, std::make_shared<FaultPlan>(std::vector<Fault>{}));
+  resumed.execute("relocate 2");
+  auto rows = out2->take();
+  all.insert(all.end(), rows.begin(), rows.end());
+  expectExactlyOnce(all, count);
+}
+
+TEST(SavepointTest, TriggerSavepointLetsTheJobRunOn) {
+  TempDir dir("trigger");
+  StreamExecutionEnvironment env;
+  auto out = buildRunningSum(env, 20000, 40000, std::make_shared<FaultPlan>(std::vector<Fault>{}));
+  JobClient client = env.executeAsync("trigger");
+  ASSERT_TRUE(waitFor([&] { return out->size() >= 500; }));
+  const std::string savepoint = client.triggerSavepoint(dir.str());
+  EXPECT_TRUE(fs::exists(fs::path(savepoint) / "_metadata"));
+  client.getJobExecutionResult();
+  expectExactlyOnce(out->take(), 20000);
+  // Savepoints outlive the job.
+  EXPECT_TRUE(fs::exists(fs::path(savepoint) / "_metadata"));
+}
+
+TEST(SavepointTest, UnclaimedStateFailsTheRestoreUnlessIgnored) {
+  TempDir dir("unclaimed");
+  StreamExecutionEnvironment env;
+  auto out = buildRunningSum(env, 20000, 40000, std::make_shared<FaultPlan>(std::vector<Fault>{}));
+  JobClient client = env.executeAsync("unclaimed 1");
+  ASSERT_TRUE(waitFor([&] { return out->size() >= 500; }));
+  const std::string savepoint = client.stopWithSavepoint(false, dir.str());
+  client.getJobExecutionResult();
+
+  // The new job has no operator with uid "sum".
+  auto build = [&](StreamExecutionEnvironment& e) {
+    e.fromGenerator(input, 100).uid("source").sinkTo(CollectSink<Row>(
+        std::make_shared<internal::CollectBuffer<Row>>()));
+  };
+  Configuration config;
+  config.setString("execution.savepoint.path", savepoint);
+  StreamExecutionEnvironment strict(config);
+  build(strict);
+  try {
+    strict.execute("unclaimed 2");
+    FAIL() << "expected the restore to fail";
+  } catch (const SluiceException& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("uid 'sum'"), std::string::npos) << what;
+    EXPECT_NE(what.find("execution.savepoint.ignore-unclaimed-state"), std::string::npos) << what;
+  }
+  config.setString("execution.savepoint.ignore-unclaimed-state", "true");
+  StreamExecutionEnvironment lenient(config);
+  build(lenient);
+  EXPECT_NO_THROW(lenient.execute("unclaimed 3"));
+}
+
+TEST(SavepointTest, SavepointWithoutADirectoryNamesTheOption) {
+  StreamExecutionEnvironment env;
+  auto out = buildRunningSum(env, kUnboundedCount, 5000,
+                             std::make_shared<FaultPlan>(std::vector<Fault>{}));
+  JobClient client = env.executeAsync("no dir");
+  try {
+    client.triggerSavepoint();
+    FAIL();
+  } catch (const SluiceException& e) {
+    EXPECT_NE(std::string(e.what()).find("state.savepoints.dir"), std::string::npos);
+  }
+  client.cancel();
+  EXPECT_THROW(client.getJobExecutionResult(), JobExecutionException);
+}
+
+TEST(SavepointTest, DrainFiresEveryWindowBeforeTheSavepoint) {
+  TempDir dir("drain");
+  StreamExecutionEnvironment env;
+  auto buffer = std::make_shared<internal::CollectBuffer<std::pair<int64_t, int64_t>>>();
+  env.fromGenerator([](int64_t i) { return std::pair<int64_t, int64_t>{i % 3, 1}; },
+                    kUnboundedCount, 5000)
+      .assignTimestampsAndWatermarks(
+          WatermarkStrategy<std::pair<int64_t, int64_t>>::forMonotonousTimestamps()
+              .withTimestampAssigner([](const auto&, int64_t) { return int64_t{0}; }))
+      .keyBy([](const auto& p) { return p.first; })
+      .window(TumblingEventTimeWindows::of(milliseconds(1000)))
+      .sum(1)
+      .sinkTo(CollectSink<std::pair<int64_t, int64_t>>(buffer));
+  JobClient client = env.executeAsync("drain");
+  std::this_thread::sleep_for(milliseconds(100));
+  EXPECT_EQ(buffer->size(), 0u);  // all in one window that has not fired
+  client.stopWithSavepoint(true, dir.str());
+  client.getJobExecutionResult();
+  auto rows = buffer->take();
+  ASSERT_EQ(rows.size(), 3u);
+  int64_t total = 0;
+  for (auto& [k, n] : rows) total += n;
+  EXPECT_GT(total, 0);
+}
+
+}  // namespace
+}  // namespace sluice::checkpointing
