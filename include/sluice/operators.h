@@ -515,6 +515,9 @@ class UdfOperator : public Base {
     s.operatorState = functionState_.snapshot(f_, checkpointId);
     return s;
   }
+  void notifyCheckpointComplete(int64_t checkpointId) override {
+    notifyFunction(f_, checkpointId);
+  }
   void open() override { openFunction(f_, this->streamingContext()); }
   void close() override { closeFunction(f_); }
 
@@ -869,23 +872,45 @@ class CoProcessOperator final : public UdfOperator<TwoInputOperator<IN1, IN2, OU
 };
 
 // Runs a Sink's writer. Has no output.
+//
+// The writer is created in initializeState() (before open()), so that a
+// CheckpointedSinkWriter can recover its state before the first element.
+// Before every snapshot the writer is flushed (flush(false)); a
+// CheckpointedSinkWriter then snapshots into the operator state, and hears
+// of completed checkpoints. Processing-time timers the writer registers do
+// not fire once the operator was closed.
 template <class T>
 class SinkOperator final : public OneInputOperator<T, T>,
                            private SinkWriterContext,
                            private WriterInitContext {
  public:
   explicit SinkOperator(std::shared_ptr<const Sink<T>> sink) : sink_(std::move(sink)) {}
-  // A Sink has no operator state of its own yet (two-phase commit comes
-  // with checkpoints); state restored from an earlier job is carried on.
+  ~SinkOperator() override { *alive_ = false; }
+  // State restored from an earlier job that the writer does not ask for is
+  // carried on.
   void initializeState(const OperatorStateRestore* restore) override {
     functionState_.initializeBackend(this->context(), restore);
+    writer_ = sink_->createWriter(*this);
+    checkpointed_ = dynamic_cast<CheckpointedSinkWriter*>(writer_.get());
+    if (checkpointed_ != nullptr) {
+      checkpointed_->initializeState(functionState_.backend(), restore != nullptr);
+    }
   }
-  OperatorStateSnapshot snapshotState(int64_t) override {
+  OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
+    if (writer_) {
+      writer_->flush(false);
+      if (checkpointed_ != nullptr) checkpointed_->snapshotState(checkpointId);
+    }
     OperatorStateSnapshot s;
     s.operatorState = functionState_.backend().snapshot();
     return s;
   }
-  void open() override { writer_ = sink_->createWriter(*this); }
+  void notifyCheckpointComplete(int64_t checkpointId) override {
+    if (checkpointed_ != nullptr && *alive_) checkpointed_->notifyCheckpointComplete(checkpointId);
+  }
+  void open() override {
+    if (!writer_) initializeState(nullptr);  // a caller that skipped initializeState()
+  }
   void processElement(const StreamRecord<T>& r) override {
     current_ = &r;
     writer_->write(r.value, *this);
@@ -894,6 +919,7 @@ class SinkOperator final : public OneInputOperator<T, T>,
   void processWatermarkStatus(int, WatermarkStatus) override {}
   void finish() override { writer_->flush(true); }
   void close() override {
+    *alive_ = false;
     if (writer_) writer_->close();
   }
 
@@ -912,12 +938,23 @@ class SinkOperator final : public OneInputOperator<T, T>,
         .getNumberOfParallelSubtasks();
   }
   RuntimeContext& getRuntimeContext() override { return this->context().runtimeContext(); }
+  const Clock& clock() const override { return const_cast<SinkOperator*>(this)->context().clock(); }
+  bool registerProcessingTimer(int64_t timestamp, std::function<void(int64_t)> callback) override {
+    this->context().registerProcessingTimer(
+        timestamp, [alive = alive_, callback = std::move(callback)](int64_t t) {
+          if (*alive) callback(t);
+        });
+    return true;
+  }
 
   std::shared_ptr<const Sink<T>> sink_;
   FunctionStateHandler functionState_;
   std::unique_ptr<SinkWriter<T>> writer_;
+  CheckpointedSinkWriter* checkpointed_ = nullptr;  // writer_, when it takes part in checkpoints
   const StreamRecord<T>* current_ = nullptr;
   int64_t watermark_ = kMinTimestamp;
+  // False once closed or destroyed; timers the writer registered check it.
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 // ---------------------------------------------------------------------------

@@ -14,6 +14,7 @@
 #include <sluice/core/status.h>
 #include <sluice/datastream.h>
 #include <sluice/environment.h>
+#include <sluice/file_sink.h>
 #include <sluice/format.h>
 #include <sluice/functions.h>
 #include <sluice/joins.h>
@@ -26,6 +27,7 @@
 #include <sluice/state/state.h>
 #include <sluice/state/streaming_runtime_context.h>
 #include <sluice/timers.h>
+#include <sluice/two_phase_commit.h>
 #include <sluice/watermarks.h>
 #include <sluice/window_operator.h>
 #include <sluice/windowed_stream.h>

@@ -169,6 +169,10 @@ class JobRun::Impl final : public CheckpointResponder {
     std::map<std::pair<int, int>, TaskStateSnapshot> acks;
     std::map<int, std::string> coordinatorStates;  // stream node -> enumerator state
     std::shared_ptr<std::promise<std::string>> result;  // savepoints
+    // The checkpoint taken once every task finished; its completion lets
+    // sinks commit their last transaction (notifyCheckpointComplete with
+    // kFinalCheckpointId).
+    bool final = false;
   };
 
   JobRun* run = nullptr;
@@ -258,7 +262,14 @@ class JobRun::Impl final : public CheckpointResponder {
     }
     if (attempt->finishedTasks == static_cast<int>(attempt->flat.size())) {
       attempt->finalPhase = true;
-      for (Task* t : attempt->flat) t->notifyCheckpointComplete(kFinalCheckpointId);
+      if (checkpointing) {
+        // A final checkpoint first (Flink's FLIP-147): if anything fails
+        // after it, the restart restores it and commits, instead of
+        // writing the output again.
+        triggerFinal();
+      } else {
+        for (Task* t : attempt->flat) t->notifyCheckpointComplete(kFinalCheckpointId);
+      }
     }
   }
 
@@ -276,6 +287,20 @@ class JobRun::Impl final : public CheckpointResponder {
           SluiceException(fmt::format("{} {} failed: {}", what, p.id, reason))));
     }
     lastCheckpointEnd = SteadyClock::now();
+    if (p.final && attempt && !attempt->failed && !stopped) {
+      ++stats.failed;
+      ++consecutiveFailures;
+      if (consecutiveFailures > tolerableFailures) {
+        failAttempt(fmt::format(
+            "Exceeded checkpoint tolerable failure threshold: the final checkpoint failed {} "
+            "time(s) (execution.checkpointing.tolerable-failed-checkpoints = {}); the last time "
+            "because {}",
+            consecutiveFailures, tolerableFailures, reason));
+      } else {
+        triggerFinal();
+      }
+      return;
+    }
     if (!countsAsFailure) return;
     ++stats.failed;
     if (p.options.type == CheckpointType::kSavepoint) return;  // savepoints never fail the job
@@ -359,6 +384,9 @@ class JobRun::Impl final : public CheckpointResponder {
     }
     if (attempt) {
       for (Task* t : attempt->flat) t->notifyCheckpointComplete(p.id);
+      if (p.final) {
+        for (Task* t : attempt->flat) t->notifyCheckpointComplete(kFinalCheckpointId);
+      }
       if (p.options.terminate) {
         stoppedWithSavepoint = true;
         for (Task* t : attempt->flat) t->cancel();
@@ -370,18 +398,22 @@ class JobRun::Impl final : public CheckpointResponder {
 
   // Starts checkpoint or savepoint `options.type`; returns its result for
   // savepoints. Under mu.
+  void triggerFinal() { trigger(CheckpointOptions{}, "", true); }
+
   std::shared_ptr<std::promise<std::string>> trigger(const CheckpointOptions& options,
-                                                     const std::string& savepointBase) {
+                                                     const std::string& savepointBase,
+                                                     bool final = false) {
     auto result = std::make_shared<std::promise<std::string>>();
     auto refuse = [&](const std::string& why) {
       result->set_exception(std::make_exception_ptr(SluiceException(why)));
       return result;
     };
     if (!attempt || stopped || attempt->failed) return refuse("the job is not running");
-    if (attempt->finalPhase) return refuse("the job has finished");
+    if (attempt->finalPhase && !final) return refuse("the job has finished");
     Pending p;
     p.id = nextCheckpointId++;
     p.options = options;
+    p.final = final;
     p.timestamp = clockMillis();
     p.started = SteadyClock::now();
     if (options.type == CheckpointType::kSavepoint) {
@@ -773,7 +805,10 @@ void JobRun::monitor() {
     bool restart = false;
     {
       std::unique_lock lock(im.mu);
-      if (a.failed && !im.cancelRequested.load() && !a.finalPhase && !im.stoppedWithSavepoint) {
+      // Without checkpoints, a failure after the final commit began cannot
+      // be undone by a restart (it would write the output again).
+      const bool restartable = !a.finalPhase || im.checkpointing;
+      if (a.failed && !im.cancelRequested.load() && restartable && !im.stoppedWithSavepoint) {
         const std::string cause = a.firstError;
         auto delay = im.restartStrategy->onFailure(SteadyClock::now());
         if (delay) {
@@ -786,7 +821,7 @@ void JobRun::monitor() {
           log::error("Job {} failed and {} gives up: {}", im.jobId,
                      im.restartStrategy->describe(), cause);
         }
-      } else if (a.failed && a.finalPhase) {
+      } else if (a.failed && !restartable) {
         log::error("Job {} failed while committing its final output; not restarting, because "
                    "a restart would write that output again",
                    im.jobId);

@@ -320,14 +320,33 @@ TaskResult Task::run() {
       }
       auto snapshot = std::make_shared<TaskStateSnapshot>();
       auto keyed = std::make_shared<std::vector<std::pair<int, std::unique_ptr<StateSnapshotWriter>>>>();
-      for (size_t i = 0; i < n; ++i) {
-        const int node = vertex_.chain[i];
-        current = graph_.node(node).name;
-        OperatorStateSnapshot s = ops[i]->snapshotState(barrier.id);
-        OperatorSubtaskState& st = snapshot->operators[node];
-        st.operatorState = std::move(s.operatorState);
-        st.timers = std::move(s.timers);
-        if (s.keyedState) keyed->emplace_back(node, std::move(s.keyedState));
+      // As in Flink, an operator that cannot snapshot fails the checkpoint,
+      // not the task; the failure counts against the tolerable limit.
+      size_t snapshotting = 0;
+      try {
+        for (size_t i = 0; i < n; ++i) {
+          snapshotting = i;
+          const int node = vertex_.chain[i];
+          current = graph_.node(node).name;
+          OperatorStateSnapshot s = ops[i]->snapshotState(barrier.id);
+          OperatorSubtaskState& st = snapshot->operators[node];
+          st.operatorState = std::move(s.operatorState);
+          st.timers = std::move(s.timers);
+          if (s.keyedState) keyed->emplace_back(node, std::move(s.keyedState));
+        }
+      } catch (const TaskCancelledException&) {
+        throw;
+      } catch (...) {
+        const std::string cause = describeCurrentException();
+        current = graph_.node(vertex_.head()).name;
+        if (responder_ == nullptr) throw;
+        responder_->decline(barrier.id, vertex_.id, subtask_,
+                            fmt::format("operator '{}' (subtask {}/{}) could not snapshot its "
+                                        "state: {}",
+                                        graph_.node(vertex_.chain[snapshotting]).name,
+                                        subtask_ + 1, vertex_.parallelism, cause),
+                            true);
+        return;
       }
       current = graph_.node(vertex_.head()).name;
       if (responder_ == nullptr) return;

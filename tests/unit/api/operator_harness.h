@@ -1,7 +1,8 @@
 // A test harness that drives one operator instance by hand, like Flink's
 // OneInputStreamOperatorTestHarness: setup -> initializeState (fresh or from
 // a snapshot) -> open -> elements on either input -> snapshotState -> close,
-// with an output that collects every record, and helpers that cut the
+// with an output that collects every record, checkpoint-complete
+// notifications and a simulated crash, and helpers that cut the
 // snapshots of all old subtasks into the restores of new subtasks at another
 // parallelism (operator state repartitioned, keyed state by key group).
 //
@@ -216,10 +217,26 @@ class OperatorHarness {
     return captured;
   }
 
-  void finish() { op_->finish(); }
+  // The checkpoint coordinator's "checkpoint `checkpointId` completed".
+  void notifyCheckpointComplete(int64_t checkpointId) {
+    op_->notifyCheckpointComplete(checkpointId);
+  }
+
+  // End of input, then the job-wide final commit the runtime sends once
+  // every task has finished (notifyCheckpointComplete(kFinalCheckpointId)).
+  void finish() {
+    op_->finish();
+    op_->notifyCheckpointComplete(kFinalCheckpointId);
+  }
   void close() {
     op_->close();
     closed_ = true;
+  }
+  // A process that dies: the operator is destroyed without close() (nothing
+  // it would clean up in close() is cleaned up). op() is gone afterwards.
+  void crash() {
+    closed_ = true;
+    op_.reset();
   }
 
  private:

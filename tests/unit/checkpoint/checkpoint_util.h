@@ -64,18 +64,20 @@ struct Fault {
   int64_t at = 1;  // n-th record / checkpoint / notice in the attempt
 };
 
-// Faults fire one after another, each once, whatever attempt reaches it:
-// fault i can fire only after faults 0..i-1 have.
+// Faults fire one after another, each once: fault i can fire only after
+// faults 0..i-1 have, and only in a later attempt of the job than fault i-1
+// (so each fault causes its own restart).
 class FaultPlan {
  public:
   explicit FaultPlan(std::vector<Fault> faults) : faults_(std::move(faults)) {}
 
-  void check(int site, int subtask, FaultKind kind, int64_t count) {
+  void check(int site, int subtask, FaultKind kind, int64_t count, int attempt) {
     std::lock_guard lock(mu_);
-    if (next_ >= faults_.size()) return;
+    if (next_ >= faults_.size() || attempt <= lastAttempt_) return;
     const Fault& f = faults_[next_];
     if (f.site != site || f.subtask != subtask || f.kind != kind || count < f.at) return;
     ++next_;
+    lastAttempt_ = attempt;
     throw std::runtime_error("injected fault " + std::to_string(next_) + " at site " +
                              std::to_string(site) + " subtask " + std::to_string(subtask));
   }
@@ -89,6 +91,7 @@ class FaultPlan {
   mutable std::mutex mu_;
   std::vector<Fault> faults_;
   size_t next_ = 0;
+  int lastAttempt_ = -1;
 };
 
 // An identity map that fails where the plan says.
@@ -100,24 +103,26 @@ class FailingMap : public RichMapFunction<T, T>,
   FailingMap(std::shared_ptr<FaultPlan> plan, int site) : plan_(std::move(plan)), site_(site) {}
   void open() override {
     subtask_ = this->getRuntimeContext().getIndexOfThisSubtask();
+    attempt_ = this->getRuntimeContext().getAttemptNumber();
   }
   T map(const T& value) override {
-    plan_->check(site_, subtask_, FaultKind::kRecord, ++records_);
+    plan_->check(site_, subtask_, FaultKind::kRecord, ++records_, attempt_);
     return value;
   }
   void snapshotState(const FunctionSnapshotContext&) override {
-    plan_->check(site_, subtask_, FaultKind::kSnapshot, ++snapshots_);
+    plan_->check(site_, subtask_, FaultKind::kSnapshot, ++snapshots_, attempt_);
   }
   void initializeState(FunctionInitializationContext&) override {}
   void notifyCheckpointComplete(int64_t id) override {
     if (id == kFinalCheckpointId) return;
-    plan_->check(site_, subtask_, FaultKind::kNotify, ++notices_);
+    plan_->check(site_, subtask_, FaultKind::kNotify, ++notices_, attempt_);
   }
 
  private:
   std::shared_ptr<FaultPlan> plan_;
   int site_;
   int subtask_ = 0;
+  int attempt_ = 0;
   int64_t records_ = 0, snapshots_ = 0, notices_ = 0;
 };
 
