@@ -7,6 +7,7 @@
 // pipeline fails loudly instead of looking fast. Only env.execute() is timed;
 // building inputs and the job graph happens before the clock starts.
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -122,6 +123,60 @@ Sample bestOf(int repeat, F&& run) {
 
 void check(bool ok, const std::string& what) {
   if (!ok) throw std::runtime_error("result check failed: " + what);
+}
+
+// ---------------------------------------------------------------------------
+// Checkpointing (--checkpoint-interval): keyed-sum and window-tumbling run
+// with exactly-once checkpoints every `intervalMs` into `dir`, and report
+// how many completed, how long they took and how large they were.
+
+struct CheckpointSetting {
+  int64_t intervalMs = 0;
+  std::string dir;
+};
+CheckpointSetting gCheckpoint;
+
+std::string withCheckpointSuffix(std::string name) {
+  if (gCheckpoint.intervalMs > 0) name += "+ckpt" + std::to_string(gCheckpoint.intervalMs) + "ms";
+  return name;
+}
+
+void applyCheckpointing(sluice::StreamExecutionEnvironment& env) {
+  if (gCheckpoint.intervalMs <= 0) return;
+  env.enableCheckpointing(std::chrono::milliseconds(gCheckpoint.intervalMs));
+  env.getCheckpointConfig().setCheckpointStorage(gCheckpoint.dir);
+}
+
+// Runs the job built in `env` and measures it; with checkpointing, records
+// the checkpoint figures of this run in `row.extraJson`.
+Sample runMeasured(sluice::StreamExecutionEnvironment& env, const std::string& name, Row& row) {
+  sluice::JobClient::CheckpointStats stats;
+  Sample s = measure([&] {
+    sluice::JobClient client = env.executeAsync(name);
+    client.getJobExecutionResult();
+    stats = client.getCheckpointStats();
+  });
+  if (gCheckpoint.intervalMs > 0) {
+    char buf[320];
+    const double n = static_cast<double>(std::max<int64_t>(stats.completed, 1));
+    std::snprintf(buf, sizeof buf,
+                  "\"checkpoint_interval_ms\": %" PRId64 ", \"checkpoints_completed\": %" PRId64
+                  ", \"checkpoints_failed\": %" PRId64
+                  ", \"checkpoint_avg_ms\": %.1f, \"checkpoint_max_ms\": %" PRId64
+                  ", \"checkpoint_avg_bytes\": %.0f, \"checkpoint_max_bytes\": %" PRId64,
+                  gCheckpoint.intervalMs, stats.completed, stats.failed,
+                  static_cast<double>(stats.totalDurationMs) / n, stats.maxDurationMs,
+                  static_cast<double>(stats.totalSizeBytes) / n, stats.maxSizeBytes);
+    row.extraJson = buf;
+    std::fprintf(stderr,
+                 "%s: %" PRId64 " checkpoints, avg %.1f ms (max %" PRId64
+                 " ms), avg %.1f KiB (max %.1f KiB)\n",
+                 row.workload.c_str(), stats.completed,
+                 static_cast<double>(stats.totalDurationMs) / n, stats.maxDurationMs,
+                 static_cast<double>(stats.totalSizeBytes) / n / 1024.0,
+                 static_cast<double>(stats.maxSizeBytes) / 1024.0);
+  }
+  return s;
 }
 
 // ---------------------------------------------------------------------------
@@ -342,18 +397,20 @@ Row runKeyedSum(int64_t n, int parallelism, int repeat, const std::string& backe
     expectedValueSum += static_cast<uint64_t>(c) * static_cast<uint64_t>(c + 1) / 2;
   }
 
-  Row row(backend.empty() ? "keyed-sum" : "keyed-sum/" + backend, parallelism, n);
+  Row row(withCheckpointSuffix(backend.empty() ? "keyed-sum" : "keyed-sum/" + backend), parallelism,
+          n);
   row.best = bestOf(repeat, [&] {
     auto totals = std::make_shared<KeyedTotals>();
     sluice::StreamExecutionEnvironment env;
     env.setParallelism(parallelism);
     if (!backend.empty()) env.setStateBackend(backend);
+    applyCheckpointing(env);
     auto pairs = [](int64_t i) { return KeyValue{i % kNumKeys, 1}; };
     env.fromGenerator(pairs, n)
         .keyBy([](const KeyValue& kv) { return kv.first; })
         .sum(1)
         .sinkTo(KeyedMaxSink(totals), "Discard");
-    Sample s = measure([&] { env.execute("bench-keyed-sum"); });
+    Sample s = runMeasured(env, "bench-keyed-sum", row);
     check(totals->keysOutOfRange == 0, "keyed-sum: the sink saw keys outside [0, 10000)");
     check(totals->count == n, "keyed-sum: " + std::to_string(totals->count) +
                                   " records reached the sink, expected " + std::to_string(n));
@@ -439,17 +496,19 @@ Row runWindowTumbling(int64_t n, int parallelism, int repeat, const std::string&
     expectedRows += std::min<int64_t>(inSecond, kNumKeys);
   }
   for (int64_t i = 0; i < n; ++i) expectedSum += i % 1000;
-  Row row(backend.empty() ? "window-tumbling" : "window-tumbling/" + backend, parallelism, n);
+  Row row(withCheckpointSuffix(backend.empty() ? "window-tumbling" : "window-tumbling/" + backend),
+          parallelism, n);
   row.best = bestOf(repeat, [&] {
     auto totals = std::make_shared<WindowTotals>();
     sluice::StreamExecutionEnvironment env;
     env.setParallelism(parallelism);
     if (!backend.empty()) env.setStateBackend(backend);
+    applyCheckpointing(env);
     windowSource(env, n)
         .window(sluice::TumblingEventTimeWindows::of(std::chrono::seconds(1)))
         .sum(1)
         .sinkTo(WindowTotalsSink(totals), "Totals");
-    Sample s = measure([&] { env.execute("bench-window-tumbling"); });
+    Sample s = runMeasured(env, "bench-window-tumbling", row);
     check(totals->rows == expectedRows, "window-tumbling: " + std::to_string(totals->rows.load()) +
                                             " windows fired, expected " +
                                             std::to_string(expectedRows));
@@ -1037,14 +1096,14 @@ std::string si(double v) {
 }
 
 void printTable(const std::vector<Row>& rows) {
-  std::printf("%-19s %2s %9s %8s %9s %8s %10s %8s %8s  %s\n", "workload", "p", "records", "wall_s",
+  std::printf("%-28s %2s %9s %8s %9s %8s %10s %8s %8s  %s\n", "workload", "p", "records", "wall_s",
               "rec/s", "cpu_s", "rec/cpu-s", "rss_MiB", "vs_base", "target");
   for (const Row& r : rows) {
     char ratio[16] = "-";
     if (r.ratioToBaseline) std::snprintf(ratio, sizeof ratio, "%.2fx", *r.ratioToBaseline);
     std::string target = r.target.empty() ? "-" : r.target;
     if (r.targetMet) target += *r.targetMet ? " ok" : " MISS";
-    std::printf("%-19s %2d %9s %8.3f %9s %8.3f %10s %8.1f %8s  %s\n", r.workload.c_str(),
+    std::printf("%-28s %2d %9s %8.3f %9s %8.3f %10s %8.1f %8s  %s\n", r.workload.c_str(),
                 r.parallelism, si(static_cast<double>(r.records)).c_str(), r.best.wallSeconds,
                 si(r.recordsPerSecond()).c_str(), r.best.cpuSeconds,
                 si(r.recordsPerCpuSecond()).c_str(), r.peakRssMiB, ratio, target.c_str());
@@ -1111,6 +1170,15 @@ int main(int argc, char** argv) {
                  "keyed-sum and wordcount: run with this state.backend.type (hashmap, rocksdb; "
                  "repeatable; rows are named workload/backend); default: the configured one")
       ->check(CLI::IsMember({"hashmap", "rocksdb"}));
+  std::vector<int64_t> checkpointIntervals;
+  std::string checkpointDir;
+  app.add_option("--checkpoint-interval", checkpointIntervals,
+                 "keyed-sum and window-tumbling: run with exactly-once checkpoints every N ms "
+                 "(repeatable; 0 = none; rows get a +ckpt<N>ms suffix); default 0")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--checkpoint-dir", checkpointDir,
+                 "state.checkpoints.dir for --checkpoint-interval; default a fresh directory "
+                 "under the system temp dir, removed at the end");
   app.add_option("--json", jsonPath, "also write the results as JSON to this file");
   app.add_option("--repeat", repeat, "runs per row; the fastest is reported")
       ->check(CLI::Range(1, 1000));
@@ -1137,11 +1205,32 @@ int main(int argc, char** argv) {
     }
     const std::vector<std::string> keyedBackends =
         backends.empty() ? std::vector<std::string>{""} : backends;
+    if (checkpointIntervals.empty()) checkpointIntervals = {0};
+    std::filesystem::path ownDir;
+    if (checkpointDir.empty()) {
+      ownDir = std::filesystem::temp_directory_path() /
+               ("sluice-bench-checkpoints-" + std::to_string(::getpid()));
+      checkpointDir = ownDir.string();
+    }
+    gCheckpoint.dir = checkpointDir;
+    struct RemoveDir {
+      std::filesystem::path dir;
+      ~RemoveDir() {
+        std::error_code ec;
+        if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+      }
+    } removeOwnDir{ownDir};
     if (wanted("keyed-sum")) {
       for (const std::string& backend : keyedBackends) {
         for (int p : pars({1, 2})) {
-          rows.push_back(runKeyedSum(count(20'000'000), p, repeat, backend));
-          rows.back().peakRssMiB = peakRssMiB();
+          // Engine with and without checkpoints next to each other, so the
+          // ratio comes from one run of the machine.
+          for (int64_t interval : checkpointIntervals) {
+            gCheckpoint.intervalMs = interval;
+            rows.push_back(runKeyedSum(count(20'000'000), p, repeat, backend));
+            rows.back().peakRssMiB = peakRssMiB();
+          }
+          gCheckpoint.intervalMs = 0;
         }
       }
     }
@@ -1154,8 +1243,12 @@ int main(int argc, char** argv) {
     for (const std::string& backend : keyedBackends) {
       if (wanted("window-tumbling")) {
         for (int p : pars({1, 2})) {
-          rows.push_back(runWindowTumbling(count(20'000'000), p, repeat, backend));
-          rows.back().peakRssMiB = peakRssMiB();
+          for (int64_t interval : checkpointIntervals) {
+            gCheckpoint.intervalMs = interval;
+            rows.push_back(runWindowTumbling(count(20'000'000), p, repeat, backend));
+            rows.back().peakRssMiB = peakRssMiB();
+          }
+          gCheckpoint.intervalMs = 0;
         }
       }
       if (wanted("window-sliding")) {

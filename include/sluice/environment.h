@@ -129,7 +129,7 @@ class JobClient {
   // Takes a savepoint into a new directory under `directory` (empty: the
   // state.savepoints.dir option) and returns that directory once the
   // savepoint is complete; the job runs on. Throws SluiceException when it
-  // fails (e.g. some task has finished, or the directory is not writable).
+  // fails (e.g. the job has finished, or the directory is not writable).
   std::string triggerSavepoint(const std::string& directory = "");
   // Takes a savepoint and then ends the job (status FINISHED). With `drain`
   // (Flink's advanceToEndOfEventTime) sources first emit the maximum
@@ -144,6 +144,12 @@ class JobClient {
     int64_t restarts = 0;
     int64_t latestCompletedId = -1;
     std::string latestCompletedPath;  // empty for checkpoints kept in memory
+    // Trigger to completion, and bytes written (metadata, operator state,
+    // timers, keyed snapshots), over the completed checkpoints.
+    int64_t totalDurationMs = 0;
+    int64_t maxDurationMs = 0;
+    int64_t totalSizeBytes = 0;
+    int64_t maxSizeBytes = 0;
   };
   CheckpointStats getCheckpointStats() const;
 

@@ -74,9 +74,12 @@ class TextOutputFile {
   static constexpr size_t kBufferSize = size_t{64} << 10;
 
   // Prepares `path` (see the rules at the top of this file) and opens this
-  // subtask's file. Throws SluiceException.
+  // subtask's file. `resume`: the job restarted after a failure (attempt >
+  // 0); the file is appended to, whatever the mode, so the output written
+  // before the failure stays (records replayed from the restored
+  // checkpoint appear again: at-least-once). Throws SluiceException.
   TextOutputFile(std::string api, const std::string& path, WriteMode mode, int subtask,
-                 int parallelism);
+                 int parallelism, bool resume = false);
   ~TextOutputFile();
   TextOutputFile(const TextOutputFile&) = delete;
   TextOutputFile& operator=(const TextOutputFile&) = delete;
@@ -194,14 +197,15 @@ class TextFileSink final : public Sink<T> {
 
   std::unique_ptr<SinkWriter<T>> createWriter(WriterInitContext& context) const override {
     return std::make_unique<Writer>(path_, mode_, context.getSubtaskId(),
-                                    context.getNumberOfParallelSubtasks());
+                                    context.getNumberOfParallelSubtasks(),
+                                    context.getRuntimeContext().getAttemptNumber() > 0);
   }
 
  private:
   class Writer final : public SinkWriter<T> {
    public:
-    Writer(const std::string& path, WriteMode mode, int subtask, int parallelism)
-        : file_("writeAsText", path, mode, subtask, parallelism) {}
+    Writer(const std::string& path, WriteMode mode, int subtask, int parallelism, bool resume)
+        : file_("writeAsText", path, mode, subtask, parallelism, resume) {}
     void write(const T& element, const SinkWriterContext&) override {
       std::string& buf = file_.buffer();
       appendTo(buf, element);
@@ -245,14 +249,15 @@ class CsvFileSink final : public Sink<T> {
 
   std::unique_ptr<SinkWriter<T>> createWriter(WriterInitContext& context) const override {
     return std::make_unique<Writer>(*this, context.getSubtaskId(),
-                                    context.getNumberOfParallelSubtasks());
+                                    context.getNumberOfParallelSubtasks(),
+                                    context.getRuntimeContext().getAttemptNumber() > 0);
   }
 
  private:
   class Writer final : public SinkWriter<T> {
    public:
-    Writer(const CsvFileSink& sink, int subtask, int parallelism)
-        : file_("writeAsCsv", sink.path_, sink.mode_, subtask, parallelism),
+    Writer(const CsvFileSink& sink, int subtask, int parallelism, bool resume)
+        : file_("writeAsCsv", sink.path_, sink.mode_, subtask, parallelism, resume),
           rowDelimiter_(sink.rowDelimiter_),
           fieldDelimiter_(sink.fieldDelimiter_) {}
 

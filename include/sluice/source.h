@@ -23,8 +23,8 @@
 #include <vector>
 
 #include <sluice/core/serializer.h>
-#include <sluice/core/stream_element.h>
 #include <sluice/core/status.h>
+#include <sluice/core/stream_element.h>
 #include <sluice/graph/operator.h>
 #include <sluice/state/operator_state.h>
 

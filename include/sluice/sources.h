@@ -276,8 +276,8 @@ class CollectionSource final : public Source<T, CollectionSplit> {
   std::unique_ptr<SplitEnumerator<CollectionSplit>> restoreEnumerator(
       SplitEnumeratorContext<CollectionSplit>& context,
       std::vector<CollectionSplit> unassigned) const override {
-    return std::make_unique<internal::QueueSplitEnumerator<CollectionSplit>>(
-        context, std::move(unassigned));
+    return std::make_unique<internal::QueueSplitEnumerator<CollectionSplit>>(context,
+                                                                             std::move(unassigned));
   }
 
  private:

@@ -143,16 +143,25 @@ std::string JobClient::stopWithSavepoint(bool drain, const std::string& director
 
 JobClient::CheckpointStats JobClient::getCheckpointStats() const {
   runtime::CheckpointStats s = handle_->run().checkpointStats();
-  return CheckpointStats{s.completed, s.failed, s.restarts, s.latestCompletedId,
-                         s.latestCompletedDirectory};
+  CheckpointStats out;
+  out.completed = s.completed;
+  out.failed = s.failed;
+  out.restarts = s.restarts;
+  out.latestCompletedId = s.latestCompletedId;
+  out.latestCompletedPath = s.latestCompletedDirectory;
+  out.totalDurationMs = s.totalDurationMs;
+  out.maxDurationMs = s.maxDurationMs;
+  out.totalSizeBytes = s.totalSizeBytes;
+  out.maxSizeBytes = s.maxSizeBytes;
+  return out;
 }
 
 // ---- CheckpointConfig ----
 
 CheckpointConfig& CheckpointConfig::setCheckpointInterval(std::chrono::milliseconds interval) {
   if (interval.count() < 10) {
-    throw SluiceException(fmt::format(
-        "checkpoint interval must be at least 10 ms, got {} ms", interval.count()));
+    throw SluiceException(
+        fmt::format("checkpoint interval must be at least 10 ms, got {} ms", interval.count()));
   }
   config_->set(options::kExecutionCheckpointingInterval, interval);
   return *this;
@@ -224,27 +233,27 @@ RestartStrategyConfiguration RestartStrategies::fixedDelayRestart(int attempts,
 RestartStrategyConfiguration RestartStrategies::failureRateRestart(
     int maxFailuresPerInterval, std::chrono::milliseconds interval,
     std::chrono::milliseconds delay) {
-  return {{{std::string(options::kRestartStrategyType.key), "failure-rate"},
-           {std::string(options::kRestartStrategyFailureRateMaxFailuresPerInterval.key),
-            std::to_string(maxFailuresPerInterval)},
-           {std::string(options::kRestartStrategyFailureRateFailureRateInterval.key),
-            millis(interval)},
-           {std::string(options::kRestartStrategyFailureRateDelay.key), millis(delay)}}};
+  return {
+      {{std::string(options::kRestartStrategyType.key), "failure-rate"},
+       {std::string(options::kRestartStrategyFailureRateMaxFailuresPerInterval.key),
+        std::to_string(maxFailuresPerInterval)},
+       {std::string(options::kRestartStrategyFailureRateFailureRateInterval.key), millis(interval)},
+       {std::string(options::kRestartStrategyFailureRateDelay.key), millis(delay)}}};
 }
 RestartStrategyConfiguration RestartStrategies::exponentialDelayRestart(
     std::chrono::milliseconds initialBackoff, std::chrono::milliseconds maxBackoff,
     double multiplier, std::chrono::milliseconds resetBackoffThreshold, double jitterFactor) {
-  return {{{std::string(options::kRestartStrategyType.key), "exponential-delay"},
-           {std::string(options::kRestartStrategyExponentialDelayInitialBackoff.key),
-            millis(initialBackoff)},
-           {std::string(options::kRestartStrategyExponentialDelayMaxBackoff.key),
-            millis(maxBackoff)},
-           {std::string(options::kRestartStrategyExponentialDelayBackoffMultiplier.key),
-            fmt::format("{}", multiplier)},
-           {std::string(options::kRestartStrategyExponentialDelayResetBackoffThreshold.key),
-            millis(resetBackoffThreshold)},
-           {std::string(options::kRestartStrategyExponentialDelayJitterFactor.key),
-            fmt::format("{}", jitterFactor)}}};
+  return {
+      {{std::string(options::kRestartStrategyType.key), "exponential-delay"},
+       {std::string(options::kRestartStrategyExponentialDelayInitialBackoff.key),
+        millis(initialBackoff)},
+       {std::string(options::kRestartStrategyExponentialDelayMaxBackoff.key), millis(maxBackoff)},
+       {std::string(options::kRestartStrategyExponentialDelayBackoffMultiplier.key),
+        fmt::format("{}", multiplier)},
+       {std::string(options::kRestartStrategyExponentialDelayResetBackoffThreshold.key),
+        millis(resetBackoffThreshold)},
+       {std::string(options::kRestartStrategyExponentialDelayJitterFactor.key),
+        fmt::format("{}", jitterFactor)}}};
 }
 
 StreamExecutionEnvironment& StreamExecutionEnvironment::enableCheckpointing(

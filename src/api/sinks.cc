@@ -63,8 +63,19 @@ void prepareDirectory(const std::string& api, const std::string& dir, WriteMode 
 }  // namespace
 
 TextOutputFile::TextOutputFile(std::string api, const std::string& path, WriteMode mode,
-                               int subtask, int parallelism)
+                               int subtask, int parallelism, bool resume)
     : api_(std::move(api)) {
+  if (resume) {
+    file_ = parallelism > 1 ? (path.back() == '/' ? path : path + "/") + std::to_string(subtask + 1)
+                            : path;
+    if (parallelism > 1 && ::mkdir(path.c_str(), 0777) != 0 && errno != EEXIST) {
+      fail(api_, "cannot create directory", path, errno);
+    }
+    fd_ = ::open(file_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
+    if (fd_ < 0) fail(api_, "cannot open", file_, errno);
+    buffer_.reserve(kBufferSize + 4096);
+    return;
+  }
   if (parallelism > 1) {
     prepareDirectory(api_, path, mode);
     file_ = (path.back() == '/' ? path : path + "/") + std::to_string(subtask + 1);

@@ -128,7 +128,8 @@ void writeCheckpointMetadata(const CompletedCheckpoint& cp) {
   if (::rename(temp.c_str(), target.c_str()) != 0) {
     const int err = errno;
     ::unlink(temp.c_str());
-    throw SluiceException(fmt::format("cannot rename '{}' to '{}': {}", temp, target, errnoText(err)));
+    throw SluiceException(
+        fmt::format("cannot rename '{}' to '{}': {}", temp, target, errnoText(err)));
   }
 }
 
@@ -138,8 +139,8 @@ CompletedCheckpoint loadCheckpoint(const std::string& path) {
   if (fs::is_directory(file, ec)) file /= kMetadataFileName;
   std::ifstream in(file, std::ios::binary);
   if (!in) {
-    throw SluiceException(fmt::format("cannot read checkpoint metadata '{}': {}", file.string(),
-                                      errnoText(errno)));
+    throw SluiceException(
+        fmt::format("cannot read checkpoint metadata '{}': {}", file.string(), errnoText(errno)));
   }
   std::ostringstream content;
   content << in.rdbuf();
@@ -201,9 +202,9 @@ void discardCheckpointDirectory(const std::string& directory) {
 
 std::string generateJobId() {
   std::random_device rd;
-  std::mt19937_64 gen((static_cast<uint64_t>(rd()) << 32) ^ rd() ^
-                      static_cast<uint64_t>(
-                          std::chrono::steady_clock::now().time_since_epoch().count()));
+  std::mt19937_64 gen(
+      (static_cast<uint64_t>(rd()) << 32) ^ rd() ^
+      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
   return fmt::format("{:016x}{:016x}", gen(), gen());
 }
 
@@ -285,11 +286,10 @@ class ExponentialDelayRestart final : public RestartStrategy {
     last_ = now;
     if (done_ >= attempts_) return std::nullopt;
     ++done_;
-    current_ = current_.count() == 0
-                   ? initial_
-                   : Millis{static_cast<int64_t>(std::min<double>(
-                         static_cast<double>(current_.count()) * multiplier_,
-                         static_cast<double>(max_.count())))};
+    current_ = current_.count() == 0 ? initial_
+                                     : Millis{static_cast<int64_t>(std::min<double>(
+                                           static_cast<double>(current_.count()) * multiplier_,
+                                           static_cast<double>(max_.count())))};
     double wait = static_cast<double>(current_.count());
     if (jitter_ > 0) {
       std::uniform_real_distribution<double> d(-jitter_, jitter_);
@@ -337,13 +337,14 @@ std::unique_ptr<RestartStrategy> createRestartStrategy(const Configuration& conf
   if (type == "none" || type == "off" || type == "disable") return std::make_unique<NoRestart>();
   if (type == "fixed-delay" || type == "fixeddelay") {
     // Flink: with checkpointing and no strategy configured, restart forever.
-    int64_t attempts = unset ? int64_t{2147483647} : config.get(o::kRestartStrategyFixedDelayAttempts);
+    int64_t attempts =
+        unset ? int64_t{2147483647} : config.get(o::kRestartStrategyFixedDelayAttempts);
     if (attempts < 0) {
       throw SluiceException(fmt::format("{} must not be negative, got {}",
                                         o::kRestartStrategyFixedDelayAttempts.key, attempts));
     }
-    return std::make_unique<FixedDelayRestart>(attempts,
-                                               nonNegative(config, o::kRestartStrategyFixedDelayDelay));
+    return std::make_unique<FixedDelayRestart>(
+        attempts, nonNegative(config, o::kRestartStrategyFixedDelayDelay));
   }
   if (type == "failure-rate" || type == "failurerate") {
     int maxFailures = config.get(o::kRestartStrategyFailureRateMaxFailuresPerInterval);
@@ -366,7 +367,8 @@ std::unique_ptr<RestartStrategy> createRestartStrategy(const Configuration& conf
     double jitter = config.get(o::kRestartStrategyExponentialDelayJitterFactor);
     if (!(jitter >= 0 && jitter <= 1)) {
       throw SluiceException(fmt::format("{} must be in [0, 1], got {}",
-                                        o::kRestartStrategyExponentialDelayJitterFactor.key, jitter));
+                                        o::kRestartStrategyExponentialDelayJitterFactor.key,
+                                        jitter));
     }
     int64_t attempts = config.get(o::kRestartStrategyExponentialDelayAttemptsBeforeResetBackoff);
     if (attempts < 0) {
@@ -380,10 +382,10 @@ std::unique_ptr<RestartStrategy> createRestartStrategy(const Configuration& conf
         nonNegative(config, o::kRestartStrategyExponentialDelayResetBackoffThreshold), jitter,
         attempts);
   }
-  throw SluiceException(fmt::format(
-      "restart-strategy.type: unknown strategy '{}'; use fixed-delay, failure-rate, "
-      "exponential-delay or none",
-      config.get(o::kRestartStrategyType)));
+  throw SluiceException(
+      fmt::format("restart-strategy.type: unknown strategy '{}'; use fixed-delay, failure-rate, "
+                  "exponential-delay or none",
+                  config.get(o::kRestartStrategyType)));
 }
 
 }  // namespace sluice::runtime

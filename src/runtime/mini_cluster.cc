@@ -137,6 +137,31 @@ std::string upper(std::string s) {
 
 }  // namespace
 
+// Bytes a checkpoint holds: state inline in the metadata plus keyed files.
+int64_t checkpointSize(const CompletedCheckpoint& cp) {
+  int64_t size = 0;
+  std::error_code ec;
+  if (!cp.directory.empty()) {
+    auto m =
+        std::filesystem::file_size(std::filesystem::path(cp.directory) / kMetadataFileName, ec);
+    if (!ec) size += static_cast<int64_t>(m);
+  }
+  for (const auto& op : cp.operators) {
+    if (cp.directory.empty()) size += static_cast<int64_t>(op.coordinatorState.size());
+    for (const auto& st : op.subtasks) {
+      if (cp.directory.empty()) {
+        size += static_cast<int64_t>(st.operatorState.size() + st.timers.size());
+      }
+      if (st.keyed.bytes) size += static_cast<int64_t>(st.keyed.bytes->size());
+      if (!st.keyed.path.empty()) {
+        auto f = std::filesystem::file_size(st.keyed.path, ec);
+        if (!ec) size += static_cast<int64_t>(f);
+      }
+    }
+  }
+  return size;
+}
+
 // One attempt to run the job: every task, its thread and the source
 // coordinators. A restart builds a new attempt from the latest checkpoint.
 struct Attempt {
@@ -167,7 +192,7 @@ class JobRun::Impl final : public CheckpointResponder {
     std::string directory;
     std::set<std::pair<int, int>> awaiting;  // (vertex, subtask)
     std::map<std::pair<int, int>, TaskStateSnapshot> acks;
-    std::map<int, std::string> coordinatorStates;  // stream node -> enumerator state
+    std::map<int, std::string> coordinatorStates;       // stream node -> enumerator state
     std::shared_ptr<std::promise<std::string>> result;  // savepoints
     // The checkpoint taken once every task finished; its completion lets
     // sinks commit their last transaction (notifyCheckpointComplete with
@@ -286,6 +311,9 @@ class JobRun::Impl final : public CheckpointResponder {
       p.result->set_exception(std::make_exception_ptr(
           SluiceException(fmt::format("{} {} failed: {}", what, p.id, reason))));
     }
+    if (p.options.terminate && attempt) {
+      for (Task* t : attempt->flat) t->resumeAfterFailedStop();
+    }
     lastCheckpointEnd = SteadyClock::now();
     if (p.final && attempt && !attempt->failed && !stopped) {
       ++stats.failed;
@@ -368,6 +396,14 @@ class JobRun::Impl final : public CheckpointResponder {
     log::info("Completed {} for job {} ({} operators with state)", cp.describe(), jobId,
               cp.operators.size());
     ++stats.completed;
+    const int64_t durationMs =
+        std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - p.started)
+            .count();
+    stats.totalDurationMs += durationMs;
+    stats.maxDurationMs = std::max(stats.maxDurationMs, durationMs);
+    const int64_t size = checkpointSize(cp);
+    stats.totalSizeBytes += size;
+    stats.maxSizeBytes = std::max(stats.maxSizeBytes, size);
     stats.latestCompletedId = cp.id;
     stats.latestCompletedDirectory = cp.directory;
     consecutiveFailures = 0;
@@ -449,11 +485,11 @@ class JobRun::Impl final : public CheckpointResponder {
         std::string state = attempt->coordinators[i]->snapshotAndTrigger(barrier, options);
         it->second.coordinatorStates[attempt->coordinatorNodes[i]] = std::move(state);
       } catch (...) {
-        abortPending(it,
-                     fmt::format("source '{}' could not snapshot its enumerator: {}",
-                                 sg.node(attempt->coordinatorNodes[i]).name,
-                                 describeCurrentException()),
-                     true);
+        abortPending(
+            it,
+            fmt::format("source '{}' could not snapshot its enumerator: {}",
+                        sg.node(attempt->coordinatorNodes[i]).name, describeCurrentException()),
+            true);
         return result;
       }
     }
@@ -474,9 +510,11 @@ class JobRun::Impl final : public CheckpointResponder {
       for (auto it = pending.begin(); it != pending.end();) {
         auto next = std::next(it);
         if (now - it->second.started >= timeout) {
-          abortPending(it, fmt::format("it did not complete within {} ms (execution.checkpointing.timeout)",
-                                       timeout.count()),
-                       true);
+          abortPending(
+              it,
+              fmt::format("it did not complete within {} ms (execution.checkpointing.timeout)",
+                          timeout.count()),
+              true);
         }
         it = next;
       }
@@ -716,9 +754,9 @@ std::shared_ptr<JobRun> JobRun::start(std::shared_ptr<const StreamGraph> graph,
   }
   im.maxConcurrent = config.get(o::kExecutionCheckpointingMaxConcurrentCheckpoints);
   if (im.maxConcurrent < 1) {
-    throw SluiceException(fmt::format(
-        "execution.checkpointing.max-concurrent-checkpoints must be at least 1, got {}",
-        im.maxConcurrent));
+    throw SluiceException(
+        fmt::format("execution.checkpointing.max-concurrent-checkpoints must be at least 1, got {}",
+                    im.maxConcurrent));
   }
   im.tolerableFailures = config.get(o::kExecutionCheckpointingTolerableFailedCheckpoints);
   if (im.tolerableFailures < 0) {
@@ -812,19 +850,20 @@ void JobRun::monitor() {
         const std::string cause = a.firstError;
         auto delay = im.restartStrategy->onFailure(SteadyClock::now());
         if (delay) {
-          log::warn("Job {} failed ({}); restarting in {} ms ({})", im.jobId, cause,
-                    delay->count(), im.restartStrategy->describe());
+          log::warn("Job {} failed ({}); restarting in {} ms ({})", im.jobId, cause, delay->count(),
+                    im.restartStrategy->describe());
           im.cv.wait_for(lock, *delay, [&] { return im.cancelRequested.load(); });
           restart = !im.cancelRequested.load();
           if (!restart) im.cancelledWhileRestarting = true;
         } else {
-          log::error("Job {} failed and {} gives up: {}", im.jobId,
-                     im.restartStrategy->describe(), cause);
+          log::error("Job {} failed and {} gives up: {}", im.jobId, im.restartStrategy->describe(),
+                     cause);
         }
       } else if (a.failed && !restartable) {
-        log::error("Job {} failed while committing its final output; not restarting, because "
-                   "a restart would write that output again",
-                   im.jobId);
+        log::error(
+            "Job {} failed while committing its final output; not restarting, because "
+            "a restart would write that output again",
+            im.jobId);
       }
     }
     if (!restart) break;

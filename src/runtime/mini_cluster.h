@@ -39,6 +39,10 @@ struct CheckpointStats {
   int64_t restarts = 0;   // attempts after the first
   int64_t latestCompletedId = -1;
   std::string latestCompletedDirectory;  // empty for in-memory checkpoints
+  int64_t totalDurationMs = 0;           // trigger to completion, over completed ones
+  int64_t maxDurationMs = 0;
+  int64_t totalSizeBytes = 0;  // state written, over completed ones
+  int64_t maxSizeBytes = 0;
 };
 
 struct JobOutcome {

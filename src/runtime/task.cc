@@ -34,8 +34,8 @@ void broadcastBarrier(RecordWriter& writer, const CheckpointBarrier& b,
   std::memcpy(buf + 1, &b.id, 8);
   std::memcpy(buf + 9, &b.timestamp, 8);
   buf[17] = static_cast<uint8_t>(b.type);
-  buf[18] = static_cast<uint8_t>((o.terminate ? kBarrierTerminate : 0) |
-                                 (o.drain ? kBarrierDrain : 0));
+  buf[18] =
+      static_cast<uint8_t>((o.terminate ? kBarrierTerminate : 0) | (o.drain ? kBarrierDrain : 0));
   writer.broadcastEmit(buf, sizeof buf);
   writer.flushAll();
 }
@@ -163,9 +163,11 @@ void Task::cancel() {
 void Task::postSplit(std::vector<uint8_t> split) {
   pendingSplits_.fetch_add(1);
   mailbox_.post([this, s = std::move(split)]() mutable {
-    // Runs on the task thread; the runner installed the source head.
+    // Runs on the task thread. A split that comes after the reader ended
+    // stays counted, and the task fails for it (see run()).
+    if (!onSplits_) return;
     pendingSplits_.fetch_sub(1);
-    if (onSplits_) onSplits_({std::move(s)});
+    onSplits_({std::move(s)});
   });
 }
 
@@ -189,6 +191,10 @@ void Task::notifyCheckpointComplete(int64_t id) {
   mailbox_.post([this, id] {
     if (onNotify_) onNotify_(id);
   });
+}
+
+void Task::resumeAfterFailedStop() {
+  mailbox_.post([this] { sourceStopped_ = false; });
 }
 
 void Task::requestWakeupAt(TaskWaker::Clock::time_point when) {
@@ -319,7 +325,8 @@ TaskResult Task::run() {
         for (auto& [id, w] : writers_) broadcastBarrier(*w, barrier, options);
       }
       auto snapshot = std::make_shared<TaskStateSnapshot>();
-      auto keyed = std::make_shared<std::vector<std::pair<int, std::unique_ptr<StateSnapshotWriter>>>>();
+      auto keyed =
+          std::make_shared<std::vector<std::pair<int, std::unique_ptr<StateSnapshotWriter>>>>();
       // As in Flink, an operator that cannot snapshot fails the checkpoint,
       // not the task; the failure counts against the tolerable limit.
       size_t snapshotting = 0;
@@ -343,8 +350,8 @@ TaskResult Task::run() {
         responder_->decline(barrier.id, vertex_.id, subtask_,
                             fmt::format("operator '{}' (subtask {}/{}) could not snapshot its "
                                         "state: {}",
-                                        graph_.node(vertex_.chain[snapshotting]).name,
-                                        subtask_ + 1, vertex_.parallelism, cause),
+                                        graph_.node(vertex_.chain[snapshotting]).name, subtask_ + 1,
+                                        vertex_.parallelism, cause),
                             true);
         return;
       }
@@ -374,7 +381,8 @@ TaskResult Task::run() {
             writer->writeTo(out);
             out.flush();
             if (!out) {
-              throw SluiceException(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
+              throw SluiceException(
+                  fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
             }
             ref.path = path;
           }
@@ -382,11 +390,11 @@ TaskResult Task::run() {
           responder_->acknowledge(id, vertex_.id, subtask_, std::move(*snapshot));
         } catch (...) {
           keyed->clear();
-          responder_->decline(id, vertex_.id, subtask_,
-                              fmt::format("task '{}' ({}/{}) could not write its state: {}",
-                                          taskName_, subtask_ + 1, vertex_.parallelism,
-                                          describeCurrentException()),
-                              true);
+          responder_->decline(
+              id, vertex_.id, subtask_,
+              fmt::format("task '{}' ({}/{}) could not write its state: {}", taskName_,
+                          subtask_ + 1, vertex_.parallelism, describeCurrentException()),
+              true);
         }
         std::lock_guard lock(asyncMu_);
         --asyncInFlight_;
@@ -425,8 +433,8 @@ TaskResult Task::run() {
       bool& stopped = sourceStopped_;
       onTrigger_ = [&](CheckpointBarrier barrier, CheckpointOptions options) {
         if (stopped) {
-          if (responder_) responder_->decline(barrier.id, vertex_.id, subtask_, "the source has stopped",
-                                              false);
+          if (responder_)
+            responder_->decline(barrier.id, vertex_.id, subtask_, "the source has stopped", false);
           return;
         }
         if (options.drain) headOutput->emitWatermark(Watermark::max());
@@ -484,7 +492,7 @@ TaskResult Task::run() {
       std::vector<std::deque<Buffer>> queued(channels);
       std::vector<char> blocked(channels, 0), barrierFrom(channels, 0), channelEnded(channels, 0);
       std::vector<int> resumable;
-      int64_t aligning = -1;       // checkpoint being aligned, -1 for none
+      int64_t aligning = -1;        // checkpoint being aligned, -1 for none
       int64_t lastCheckpoint = -1;  // newest checkpoint snapshotted or given up
       CheckpointBarrier alignBarrier;
       CheckpointOptions alignOptions;
@@ -512,10 +520,10 @@ TaskResult Task::run() {
         if (b.id <= lastCheckpoint) return false;  // a checkpoint already given up
         if (b.id > aligning) {
           if (aligning >= 0 && responder_) {
-            responder_->decline(aligning, vertex_.id, subtask_,
-                                fmt::format("barrier {} arrived before checkpoint {} was aligned",
-                                            b.id, aligning),
-                                false);
+            responder_->decline(
+                aligning, vertex_.id, subtask_,
+                fmt::format("barrier {} arrived before checkpoint {} was aligned", b.id, aligning),
+                false);
           }
           if (aligning >= 0) endAlignment();
           aligning = b.id;
@@ -581,7 +589,8 @@ TaskResult Task::run() {
       };
       onTrigger_ = [&](CheckpointBarrier barrier, CheckpointOptions) {
         if (responder_) {
-          responder_->decline(barrier.id, vertex_.id, subtask_, "only sources are triggered", false);
+          responder_->decline(barrier.id, vertex_.id, subtask_, "only sources are triggered",
+                              false);
         }
       };
       while (ended < channels) {
@@ -637,11 +646,21 @@ TaskResult Task::run() {
         if (barrier.id <= lastSnapshot) return;  // took part through its barrier
         performCheckpoint(barrier, options, true);
       };
+      onSplits_ = nullptr;
+      onNoMoreSplits_ = nullptr;
+      auto checkLateSplits = [&] {
+        if (pendingSplits_.load() == 0) return;
+        current = graph_.node(vertex_.head()).name;
+        throw SluiceException(
+            fmt::format("{} split(s) were assigned after the source reader had finished",
+                        pendingSplits_.load()));
+      };
       if (responder_ != nullptr) {
         responder_->taskFinished(vertex_.id, subtask_);
         while (!finalCommitted_ && !cancelled_.load()) {
           if (mailbox_.hasMail()) {
             mailbox_.runAll();
+            checkLateSplits();
             continue;
           }
           waker_.waitUntil(fireDueTimers());

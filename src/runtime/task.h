@@ -133,6 +133,9 @@ class Task {
   void triggerCheckpoint(CheckpointBarrier barrier, CheckpointOptions options);
   // Every operator's notifyCheckpointComplete(id), on the task thread.
   void notifyCheckpointComplete(int64_t id);
+  // A stop-with-savepoint failed: a source that stopped after its barrier
+  // reads on (as in Flink, the job keeps running).
+  void resumeAfterFailedStop();
   int vertexId() const { return vertex_.id; }
   void requestWakeupAt(TaskWaker::Clock::time_point when);  // task thread only
 

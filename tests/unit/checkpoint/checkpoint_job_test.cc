@@ -52,8 +52,8 @@ void expectExactlyOnce(const std::vector<Row>& rows, int64_t count) {
 // generator -> failing map (site 0) -> keyBy -> running (count, sum) ->
 // failing map (site 1) -> collect.
 std::shared_ptr<internal::CollectBuffer<Row>> buildRunningSum(StreamExecutionEnvironment& env,
-                                                               int64_t count, double rate,
-                                                               std::shared_ptr<FaultPlan> plan) {
+                                                              int64_t count, double rate,
+                                                              std::shared_ptr<FaultPlan> plan) {
   auto buffer = std::make_shared<internal::CollectBuffer<Row>>();
   env.fromGenerator(input, count, rate)
       .uid("source")
@@ -61,7 +61,8 @@ std::shared_ptr<internal::CollectBuffer<Row>> buildRunningSum(StreamExecutionEnv
       .uid("fail-0")
       .keyBy([](const Row& r) { return std::get<0>(r); })
       .reduce([](const Row& a, const Row& b) {
-        return Row{std::get<0>(a), std::get<1>(a) + std::get<1>(b), std::get<2>(a) + std::get<2>(b)};
+        return Row{std::get<0>(a), std::get<1>(a) + std::get<1>(b),
+                   std::get<2>(a) + std::get<2>(b)};
       })
       .uid("sum")
       .map(FailingMap<Row>(plan, 1))
@@ -157,6 +158,32 @@ TEST(CheckpointRecoveryErrors, FixedDelayGivesUpAfterItsAttempts) {
   }
   EXPECT_EQ(plan->fired(), 3u);
   EXPECT_EQ(client.getCheckpointStats().restarts, 2);
+}
+
+TEST(CheckpointRecoveryErrors, WriteAsTextAppendsAfterARestart) {
+  TempDir dir("text");
+  for (int parallelism : {1, 2}) {
+    const std::string path = (dir.path() / ("out-p" + std::to_string(parallelism))).string();
+    StreamExecutionEnvironment env;
+    env.setParallelism(parallelism);
+    env.enableCheckpointing(milliseconds(20));
+    env.setRestartStrategy(RestartStrategies::fixedDelayRestart(3, milliseconds(0)));
+    auto plan = std::make_shared<FaultPlan>(std::vector<Fault>{{0, 0, FaultKind::kRecord, 1000}});
+    env.fromGenerator([](int64_t i) { return i; }, 3000, 20000)
+        .map(FailingMap<int64_t>(plan, 0))
+        .writeAsText(path);
+    env.execute("text restart");
+    EXPECT_EQ(plan->fired(), 1u);
+    // At-least-once: every number is there; the replayed ones twice.
+    std::vector<std::string> lines =
+        parallelism == 1 ? std::vector<std::string>() : readFinishedLines(path);
+    if (parallelism == 1) {
+      std::ifstream in(path);
+      for (std::string l; std::getline(in, l);) lines.push_back(l);
+    }
+    std::map<std::string, int> seen = countLines(lines);
+    for (int64_t i = 0; i < 3000; ++i) ASSERT_GE(seen[std::to_string(i)], 1) << i;
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -274,7 +301,8 @@ TEST(SavepointTest, StopResumeAcrossParallelismsAndBackendsEqualsAnUninterrupted
     if (!savepoint.empty()) config.setString("execution.savepoint.path", savepoint);
     StreamExecutionEnvironment env(config);
     env.setParallelism(runs[r].first).setStateBackend(runs[r].second);
-    auto out = buildRunningSum(env, count, 40000, std::make_shared<FaultPlan>(std::vector<Fault>{}));
+    auto out =
+        buildRunningSum(env, count, 40000, std::make_shared<FaultPlan>(std::vector<Fault>{}));
     JobClient client = env.executeAsync("savepoint run " + std::to_string(r));
     if (r + 1 < runs.size()) {
       const size_t before = all.size();
@@ -313,8 +341,7 @@ TEST(SavepointTest, ASavepointIsRelocatable) {
   config.setString("execution.savepoint.path", (moved / "_metadata").string());
   StreamExecutionEnvironment resumed(config);
   resumed.setParallelism(2).setStateBackend("rocksdb");
-  auto out2 =
-      buildRunningSum(resumed, count, 0, std::make_shared<FaultPlan>(std::vector<Fault>{}));
+  auto out2 = buildRunningSum(resumed, count, 0, std::make_shared<FaultPlan>(std::vector<Fault>{}));
   resumed.execute("relocate 2");
   auto rows = out2->take();
   all.insert(all.end(), rows.begin(), rows.end());
@@ -346,8 +373,9 @@ TEST(SavepointTest, UnclaimedStateFailsTheRestoreUnlessIgnored) {
 
   // The new job has no operator with uid "sum".
   auto build = [&](StreamExecutionEnvironment& e) {
-    e.fromGenerator(input, 100).uid("source").sinkTo(CollectSink<Row>(
-        std::make_shared<internal::CollectBuffer<Row>>()));
+    e.fromGenerator(input, 100)
+        .uid("source")
+        .sinkTo(CollectSink<Row>(std::make_shared<internal::CollectBuffer<Row>>()));
   };
   Configuration config;
   config.setString("execution.savepoint.path", savepoint);
@@ -365,6 +393,24 @@ TEST(SavepointTest, UnclaimedStateFailsTheRestoreUnlessIgnored) {
   StreamExecutionEnvironment lenient(config);
   build(lenient);
   EXPECT_NO_THROW(lenient.execute("unclaimed 3"));
+}
+
+TEST(SavepointTest, AFailedStopWithSavepointLetsTheJobRunOn) {
+  TempDir dir("failed-stop");
+  std::ofstream(dir.path() / "a-file") << "not a directory";
+  StreamExecutionEnvironment env;
+  env.setParallelism(2);
+  auto out = buildRunningSum(env, 20000, 40000, std::make_shared<FaultPlan>(std::vector<Fault>{}));
+  JobClient client = env.executeAsync("failed stop");
+  ASSERT_TRUE(waitFor([&] { return out->size() >= 500; }));
+  try {
+    client.stopWithSavepoint(false, (dir.path() / "a-file").string());
+    FAIL() << "expected the savepoint to fail";
+  } catch (const SluiceException& e) {
+    EXPECT_NE(std::string(e.what()).find("Not a directory"), std::string::npos) << e.what();
+  }
+  client.getJobExecutionResult();
+  expectExactlyOnce(out->take(), 20000);
 }
 
 TEST(SavepointTest, SavepointWithoutADirectoryNamesTheOption) {
@@ -386,8 +432,11 @@ TEST(SavepointTest, DrainFiresEveryWindowBeforeTheSavepoint) {
   TempDir dir("drain");
   StreamExecutionEnvironment env;
   auto buffer = std::make_shared<internal::CollectBuffer<std::pair<int64_t, int64_t>>>();
-  env.fromGenerator([](int64_t i) { return std::pair<int64_t, int64_t>{i % 3, 1}; },
-                    kUnboundedCount, 5000)
+  env.fromGenerator(
+         [](int64_t i) {
+           return std::pair<int64_t, int64_t>{i % 3, 1};
+         },
+         kUnboundedCount, 5000)
       .assignTimestampsAndWatermarks(
           WatermarkStrategy<std::pair<int64_t, int64_t>>::forMonotonousTimestamps()
               .withTimestampAssigner([](const auto&, int64_t) { return int64_t{0}; }))

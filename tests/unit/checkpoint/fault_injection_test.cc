@@ -73,7 +73,11 @@ void build(StreamExecutionEnvironment& env, const JobSpec& spec, const std::stri
   // About 300 records per checkpoint interval.
   const double rate = 15000;
   if (!spec.wordCount) {
-    env.fromGenerator([](int64_t i) { return Row{i % kKeys, 1, i}; }, kSumRecords, rate)
+    env.fromGenerator(
+           [](int64_t i) {
+             return Row{i % kKeys, 1, i};
+           },
+           kSumRecords, rate)
         .uid("source")
         .map(FailingMap<Row>(plan, 0))
         .uid("fail-0")
@@ -93,15 +97,21 @@ void build(StreamExecutionEnvironment& env, const JobSpec& spec, const std::stri
         .uid("sink");
     return;
   }
-  env.fromGenerator([](int64_t i) { return Count{wordOf(i), i}; }, kWordRecords, rate)
+  env.fromGenerator(
+         [](int64_t i) {
+           return Count{wordOf(i), i};
+         },
+         kWordRecords, rate)
       .uid("source")
-      .assignTimestampsAndWatermarks(WatermarkStrategy<Count>::forMonotonousTimestamps()
-                                         .withTimestampAssigner(
-                                             [](const Count& c, int64_t) { return c.second; }))
+      .assignTimestampsAndWatermarks(
+          WatermarkStrategy<Count>::forMonotonousTimestamps().withTimestampAssigner(
+              [](const Count& c, int64_t) { return c.second; }))
       .uid("timestamps")
       .map(FailingMap<Count>(plan, 0))
       .uid("fail-0")
-      .map([](const Count& c) { return Count{c.first, 1}; })
+      .map([](const Count& c) {
+        return Count{c.first, 1};
+      })
       .uid("ones")
       .keyBy([](const Count& c) { return c.first; })
       .window(TumblingEventTimeWindows::of(milliseconds(kWindowMs)))
@@ -135,8 +145,7 @@ std::vector<std::string> expectedOutput(const JobSpec& spec) {
 // Running-sum lines "k,c,s" -> "k,c" (intermediate sums depend on how the
 // source subtasks interleave); the last count of each key must carry the
 // key's total.
-std::vector<std::string> normalizeSums(const std::vector<std::string>& lines,
-                                       std::string& error) {
+std::vector<std::string> normalizeSums(const std::vector<std::string>& lines, std::string& error) {
   std::map<int64_t, std::pair<int64_t, int64_t>> totals;
   for (int64_t i = 0; i < kSumRecords; ++i) {
     auto& [n, s] = totals[i % kKeys];
@@ -202,7 +211,7 @@ RunResult run(const JobSpec& spec, uint32_t seed, const TempDir& dir) {
   StreamExecutionEnvironment env;
   env.setParallelism(spec.parallelism).setStateBackend(spec.backend);
   env.enableCheckpointing(milliseconds(20), spec.exactlyOnce ? CheckpointingMode::kExactlyOnce
-                                                            : CheckpointingMode::kAtLeastOnce);
+                                                             : CheckpointingMode::kAtLeastOnce);
   env.getCheckpointConfig().setCheckpointStorage(dir.str() + "/checkpoints");
   env.setRestartStrategy(RestartStrategies::fixedDelayRestart(10, milliseconds(0)));
   env.setAutoWatermarkInterval(milliseconds(5));

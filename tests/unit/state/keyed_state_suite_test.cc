@@ -344,6 +344,85 @@ TEST_P(KeyedStateSuite, ManyKeysAcrossKeyGroupsMatchAModel) {
   EXPECT_EQ(withValue, expectedKeys);
 }
 
+// The model test again, with a checkpoint after every step: the backend is
+// snapshotted and restored into a fresh one, of the other type every second
+// step, and each step's result must match the model.
+TEST_P(KeyedStateSuite, ModelSurvivesACheckpointAndRestoreAfterEveryStep) {
+  std::unique_ptr<KeyedStateBackend> backend = make();
+  std::map<int64_t, int64_t> values;
+  std::map<int64_t, std::vector<int64_t>> lists;
+  std::map<int64_t, std::map<int64_t, int64_t>> maps;
+  std::mt19937_64 rng(7);
+  constexpr int64_t kKeys = 40;
+  auto check = [&](int64_t key) {
+    auto& value =
+        getOrCreateValueState<VoidNamespace>(*backend, ValueStateDescriptor<int64_t>("v"));
+    auto& list = getOrCreateListState<VoidNamespace>(*backend, ListStateDescriptor<int64_t>("l"));
+    auto& map =
+        getOrCreateMapState<VoidNamespace>(*backend, MapStateDescriptor<int64_t, int64_t>("m"));
+    setKey(*backend, key);
+    auto v = values.find(key);
+    EXPECT_EQ(value.value(), v == values.end() ? std::nullopt : std::optional<int64_t>(v->second))
+        << "key " << key;
+    auto l = lists.find(key);
+    EXPECT_EQ(list.get(), l == lists.end() ? std::vector<int64_t>{} : l->second) << "key " << key;
+    std::map<int64_t, int64_t> got;
+    for (const auto& [k, x] : map.entries()) got[k] = x;
+    auto m = maps.find(key);
+    EXPECT_EQ(got, (m == maps.end() ? std::map<int64_t, int64_t>{} : m->second)) << "key " << key;
+  };
+  for (int step = 0; step < 160; ++step) {
+    auto& value =
+        getOrCreateValueState<VoidNamespace>(*backend, ValueStateDescriptor<int64_t>("v"));
+    auto& list = getOrCreateListState<VoidNamespace>(*backend, ListStateDescriptor<int64_t>("l"));
+    auto& map =
+        getOrCreateMapState<VoidNamespace>(*backend, MapStateDescriptor<int64_t, int64_t>("m"));
+    const int64_t key = static_cast<int64_t>(rng() % kKeys);
+    const int64_t x = static_cast<int64_t>(rng() % 1000);
+    setKey(*backend, key);
+    switch (rng() % 6) {
+      case 0:
+        value.update(x);
+        values[key] = x;
+        break;
+      case 1:
+        value.clear();
+        values.erase(key);
+        break;
+      case 2:
+        list.add(x);
+        lists[key].push_back(x);
+        break;
+      case 3:
+        list.clear();
+        lists.erase(key);
+        break;
+      case 4:
+        map.put(x % 5, x);
+        maps[key][x % 5] = x;
+        break;
+      case 5:
+        map.remove(x % 5);
+        maps[key].erase(x % 5);
+        if (maps[key].empty()) maps.erase(key);
+        break;
+    }
+    const std::string bytes = snapshotBytes(*backend);
+    backend->dispose();
+    const StateBackendType next =
+        step % 2 == 0 ? GetParam()
+                      : (GetParam() == StateBackendType::kHashMap ? StateBackendType::kRocksDb
+                                                                  : StateBackendType::kHashMap);
+    backend = factory_.make<int64_t>(next);
+    CanonicalSnapshotReader reader = readerOf(bytes);
+    backend->restore({&reader});
+    check(key);
+    if (step % 40 == 39) {
+      for (int64_t k = 0; k < kKeys; ++k) check(k);
+    }
+  }
+}
+
 // Fills every primitive for keys 0..n-1 and returns the expected contents,
 // one line per (state, key), for comparing backends.
 std::set<std::string> fill(KeyedStateBackend& backend, int64_t n) {
