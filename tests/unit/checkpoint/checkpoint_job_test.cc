@@ -285,6 +285,52 @@ TEST(CheckpointFailureTest, UnwritableDirectoryFailsTheJobAfterTheTolerableLimit
   EXPECT_GT(out->size(), 0u);
 }
 
+TEST(CheckpointFailureTest, ACheckpointThatTakesTooLongTimesOutAndCounts) {
+  StreamExecutionEnvironment env;
+  env.enableCheckpointing(milliseconds(10));
+  env.getCheckpointConfig()
+      .setCheckpointTimeout(milliseconds(60))
+      .setTolerableCheckpointFailureNumber(1);
+  env.setRestartStrategy(RestartStrategies::noRestart());
+  // Every record takes 150 ms downstream, so no barrier gets through in time.
+  env.fromGenerator([](int64_t i) { return i; }, kUnboundedCount, 20)
+      .rebalance()
+      .map([](int64_t v) {
+        std::this_thread::sleep_for(milliseconds(150));
+        return v;
+      })
+      .sinkTo(CollectSink<int64_t>(std::make_shared<internal::CollectBuffer<int64_t>>()));
+  JobClient client = env.executeAsync("timeout");
+  try {
+    client.getJobExecutionResult();
+    FAIL() << "expected a failure";
+  } catch (const JobExecutionException& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("2 consecutive"), std::string::npos) << what;
+    EXPECT_NE(what.find("did not complete within 60 ms"), std::string::npos) << what;
+  }
+  EXPECT_GE(client.getCheckpointStats().failed, 2);
+}
+
+TEST(CheckpointTriggerTest, MinPauseSpacesCheckpointsOut) {
+  TempDir dir("minpause");
+  StreamExecutionEnvironment env;
+  env.enableCheckpointing(milliseconds(10));
+  env.getCheckpointConfig().setCheckpointStorage(dir.str()).setMinPauseBetweenCheckpoints(
+      milliseconds(100));
+  buildRunningSum(env, kUnboundedCount, 5000, std::make_shared<FaultPlan>(std::vector<Fault>{}));
+  const auto start = std::chrono::steady_clock::now();
+  JobClient client = env.executeAsync("min pause");
+  ASSERT_TRUE(waitFor([&] { return client.getCheckpointStats().completed >= 3; }));
+  const auto stats = client.getCheckpointStats();
+  const auto elapsed =
+      std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start).count();
+  client.cancel();
+  EXPECT_THROW(client.getJobExecutionResult(), JobExecutionException);
+  // With a 10 ms interval alone there would be about elapsed / 10.
+  EXPECT_LE(stats.completed, elapsed / 100 + 1) << "after " << elapsed << " ms";
+}
+
 // ---------------------------------------------------------------------------
 // Savepoints
 
