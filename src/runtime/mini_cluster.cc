@@ -785,6 +785,11 @@ std::shared_ptr<JobRun> JobRun::start(std::shared_ptr<const StreamGraph> graph,
   if (im.savepointsDir.rfind("file://", 0) == 0) im.savepointsDir = im.savepointsDir.substr(7);
   im.ignoreUnclaimedState = config.get(o::kExecutionSavepointIgnoreUnclaimedState);
   im.restartStrategy = createRestartStrategy(config, im.checkpointing);
+  if (im.checkpointing && config.get(o::kStateBackendIncremental)) {
+    log::warn(
+        "state.backend.incremental is set, but incremental RocksDB checkpoints are not built "
+        "yet: every checkpoint writes full snapshots");
+  }
 
   std::vector<std::string> unnamed;
   for (const StreamNode& node : sg.nodes()) {

@@ -10,6 +10,7 @@
 //
 // SLUICE_FAULT_SEEDS=<n> runs n seeds per job and mode instead of the default.
 #include <cstdlib>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -263,6 +264,11 @@ TEST_P(FaultInjectionTest, ExactlyOnceOutputEqualsTheFailureFreeRun) {
   EXPECT_GE(fired, static_cast<size_t>(seedCount()));
 }
 
+// At-least-once: records after a barrier can be in the snapshot and are
+// processed again after a restore, so state may count them twice (running
+// counts go past a key's total, a window's count can be too high). Nothing
+// may be missing: every running count 1..n_k of every key, and for every
+// (word, window) a count at least the true one.
 TEST_P(FaultInjectionTest, AtLeastOnceLosesNothing) {
   const bool wordCount = GetParam();
   int64_t duplicates = 0;
@@ -273,24 +279,43 @@ TEST_P(FaultInjectionTest, AtLeastOnceLosesNothing) {
     SCOPED_TRACE(describe(spec, seed));
     TempDir dir("alo");
     RunResult r = run(spec, seed, dir);
-    std::vector<std::string> got = r.lines;
+    // "<group>,<count>[,...]" -> the counts seen per group.
+    std::map<std::string, std::vector<int64_t>> seen;
+    for (const std::string& line : r.lines) {
+      const size_t split = wordCount ? line.rfind(',') : line.find(',', line.find(',') + 1);
+      const std::string countText =
+          wordCount ? line.substr(split + 1)
+                    : line.substr(line.find(',') + 1, split - line.find(',') - 1);
+      const std::string group = wordCount ? line.substr(0, split) : line.substr(0, line.find(','));
+      seen[group].push_back(std::stoll(countText));
+    }
+    for (const std::string& line : expectedOutput(spec)) {
+      const size_t split = line.rfind(',');
+      const std::string group = line.substr(0, split);
+      const int64_t count = std::stoll(line.substr(split + 1));
+      const auto& counts = seen[group];
+      if (wordCount) {
+        ASSERT_FALSE(counts.empty()) << "lost window " << group;
+        ASSERT_GE(*std::max_element(counts.begin(), counts.end()), count) << "lost in " << group;
+        duplicates += *std::max_element(counts.begin(), counts.end()) - count +
+                      static_cast<int64_t>(counts.size()) - 1;
+      } else {
+        ASSERT_NE(std::find(counts.begin(), counts.end(), count), counts.end())
+            << "lost: key " << group << " count " << count;
+      }
+    }
     if (!wordCount) {
-      std::string error;
-      got = normalizeSums(r.lines, error);
-      ASSERT_TRUE(error.empty()) << error;
+      std::map<std::string, int64_t> totals;  // expected lines per key
+      for (const std::string& line : expectedOutput(spec)) ++totals[line.substr(0, line.find(','))];
+      for (const auto& [group, counts] : seen) {
+        duplicates += static_cast<int64_t>(counts.size()) - totals[group];
+      }
     }
-    std::map<std::string, int> have = countLines(got);
-    for (const auto& line : expectedOutput(spec)) {
-      ASSERT_GE(have[line], 1) << "lost: " << line;
-      duplicates += have[line] - 1;
-      have[line] = 0;
-    }
-    for (const auto& [line, n] : have) ASSERT_EQ(n, 0) << "unexpected line " << line;
     fired += r.faultsFired;
   }
   EXPECT_GE(fired, static_cast<size_t>(seeds));
   RecordProperty("duplicates", std::to_string(duplicates));
-  std::printf("at-least-once: %lld duplicate line(s) over %d seeds\n",
+  std::printf("at-least-once: %lld duplicate record effect(s) over %d seeds\n",
               static_cast<long long>(duplicates), seeds);
 }
 
