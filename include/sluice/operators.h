@@ -515,9 +515,7 @@ class UdfOperator : public Base {
     s.operatorState = functionState_.snapshot(f_, checkpointId);
     return s;
   }
-  void notifyCheckpointComplete(int64_t checkpointId) override {
-    notifyFunction(f_, checkpointId);
-  }
+  void notifyCheckpointComplete(int64_t checkpointId) override { notifyFunction(f_, checkpointId); }
   void open() override { openFunction(f_, this->streamingContext()); }
   void close() override { closeFunction(f_); }
 
