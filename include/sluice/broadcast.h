@@ -414,7 +414,7 @@ class CoBroadcastWithKeyedOperator final : public TwoInputOperator<IN1, IN2, OUT
   }
   OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
     OperatorStateSnapshot s;
-    s.keyedState = keyed_.snapshot();
+    s.keyedState = keyed_.snapshot(checkpointId);
     s.operatorState = functionState_.snapshot(f_, checkpointId);
     return s;
   }

@@ -172,7 +172,7 @@ void notifyFunction(F& function, int64_t checkpointId) {
 //   }
 //   OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
 //     OperatorStateSnapshot s;
-//     s.keyedState = keyed_.snapshot();                                   // keyed only
+//     s.keyedState = keyed_.snapshot(checkpointId);                         // keyed only
 //     s.operatorState = functionState_.snapshot(f_, checkpointId);
 //     return s;
 //   }

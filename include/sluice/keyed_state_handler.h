@@ -27,6 +27,12 @@ std::unique_ptr<KeyedStateBackend> createKeyedBackendFor(OperatorContext& contex
 // Adapts a backend snapshot to the runtime's writer interface.
 std::unique_ptr<StateSnapshotWriter> adaptSnapshot(std::unique_ptr<KeyedStateSnapshot> snapshot);
 
+// A native incremental snapshot of `backend` for checkpoint `checkpointId`,
+// or null when the backend has no native format (hashmap), so the caller
+// takes a canonical one.
+std::unique_ptr<StateSnapshotWriter> nativeSnapshot(KeyedStateBackend& backend,
+                                                    int64_t checkpointId);
+
 template <class K>
 class KeyedStateHandler {
   static_assert(Serializable<K>, "a keyed operator's key type needs a sluice::TypeSerializer");
@@ -49,6 +55,7 @@ class KeyedStateHandler {
       return in.position();
     };
     backend_ = createKeyedBackendFor(context, std::move(params), restore);
+    context_ = &context;
   }
 
   // Makes `key` the current key of every keyed state of the operator.
@@ -71,13 +78,21 @@ class KeyedStateHandler {
 
   bool initialized() const { return backend_ != nullptr; }
   KeyedStateBackend& backend() { return *backend_; }
-  std::unique_ptr<StateSnapshotWriter> snapshot() { return adaptSnapshot(backend_->snapshot()); }
+  // The keyed part of checkpoint `checkpointId`: native and incremental
+  // when the runtime asks for it and the backend can, canonical otherwise.
+  std::unique_ptr<StateSnapshotWriter> snapshot(int64_t checkpointId) {
+    if (context_->incrementalSnapshot(checkpointId)) {
+      if (auto native = nativeSnapshot(*backend_, checkpointId)) return native;
+    }
+    return adaptSnapshot(backend_->snapshot());
+  }
   void dispose() {
     if (backend_) backend_->dispose();
   }
 
  private:
   std::unique_ptr<KeyedStateBackend> backend_;
+  OperatorContext* context_ = nullptr;
   std::vector<uint8_t> keyBytes_;
   int32_t maxParallelism_ = 128;
 };

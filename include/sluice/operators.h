@@ -537,7 +537,7 @@ class KeyedUdfOperator : public UdfOperator<Base, F> {
   }
   OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
     OperatorStateSnapshot s;
-    s.keyedState = keyed_.snapshot();
+    s.keyedState = keyed_.snapshot(checkpointId);
     s.operatorState = this->functionState_.snapshot(this->f_, checkpointId);
     return s;
   }

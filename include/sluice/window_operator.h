@@ -326,7 +326,7 @@ class WindowOperator final : public OneInputOperator<IN, OUT> {
   }
   OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
     OperatorStateSnapshot s;
-    s.keyedState = keyed_.snapshot();
+    s.keyedState = keyed_.snapshot(checkpointId);
     s.operatorState = functionState_.snapshot(emitter_.function(), checkpointId);
     s.timers = timers_.snapshot();
     return s;

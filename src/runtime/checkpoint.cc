@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -24,9 +25,11 @@ namespace fs = std::filesystem;
 
 constexpr char kMagic[] = "SLUICECP";
 constexpr char kEndMagic[] = "SLUICEND";
-constexpr uint32_t kVersion = 1;
+// Version 2 added native (incremental) keyed snapshots; version 1 files
+// still load.
+constexpr uint32_t kVersion = 2;
 
-enum class KeyedKind : uint8_t { kNone = 0, kFile = 1, kBytes = 2 };
+enum class KeyedKind : uint8_t { kNone = 0, kFile = 1, kBytes = 2, kNative = 3 };
 
 std::string errnoText(int err) { return std::strerror(err); }
 
@@ -38,6 +41,15 @@ std::string relativeTo(const std::string& directory, const std::string& path) {
         "checkpoint file '{}' does not lie in the checkpoint directory '{}'", path, directory));
   }
   return p.filename().string();
+}
+
+// A count of entries that each take at least one byte.
+uint32_t readCount(DataInputView& view) {
+  const uint32_t n = view.readU32();
+  if (n > view.remaining()) {
+    throw SluiceException(fmt::format("a count of {} entries exceeds the bytes left", n));
+  }
+  return n;
 }
 
 void writeAll(int fd, const std::string& bytes, const std::string& path) {
@@ -96,7 +108,24 @@ void writeCheckpointMetadata(const CompletedCheckpoint& cp) {
     for (const auto& st : op.subtasks) {
       out.writeString(st.operatorState);
       out.writeString(st.timers);
-      if (!st.keyed.path.empty()) {
+      if (st.keyed.native) {
+        const NativeKeyedSnapshot& n = *st.keyed.native;
+        out.writeU8(static_cast<uint8_t>(KeyedKind::kNative));
+        out.writeString(relativeTo(cp.directory, n.directory));
+        out.writeI32(n.startKeyGroup);
+        out.writeI32(n.endKeyGroup);
+        out.writeU32(static_cast<uint32_t>(n.sstFiles.size()));
+        for (const auto& f : n.sstFiles) {
+          out.writeString(f.fileName);
+          out.writeString(f.uniqueId);
+          out.writeU64(f.sizeBytes);
+          // Shared files lie outside the checkpoint (<job>/shared/), so the
+          // path is relative to it: "../shared/<file>".
+          out.writeString(fs::path(f.location).lexically_relative(cp.directory).string());
+        }
+        out.writeU32(static_cast<uint32_t>(n.privateFiles.size()));
+        for (const auto& f : n.privateFiles) out.writeString(f);
+      } else if (!st.keyed.path.empty()) {
         out.writeU8(static_cast<uint8_t>(KeyedKind::kFile));
         out.writeString(relativeTo(cp.directory, st.keyed.path));
       } else if (st.keyed.bytes) {
@@ -155,7 +184,7 @@ CompletedCheckpoint loadCheckpoint(const std::string& path) {
       throw SluiceException("not a Sluice checkpoint (bad magic)");
     }
     const uint32_t version = view.readU32();
-    if (version != kVersion) {
+    if (version != 1 && version != kVersion) {
       throw SluiceException(fmt::format("unsupported metadata version {}", version));
     }
     cp.id = view.readI64();
@@ -175,12 +204,36 @@ CompletedCheckpoint loadCheckpoint(const std::string& path) {
         view.readString(st.operatorState);
         view.readString(st.timers);
         const auto kind = static_cast<KeyedKind>(view.readU8());
+        if (kind == KeyedKind::kNative) {
+          auto n = std::make_shared<NativeKeyedSnapshot>();
+          std::string dir;
+          view.readString(dir);
+          n->directory = (fs::path(cp.directory) / dir).string();
+          n->startKeyGroup = view.readI32();
+          n->endKeyGroup = view.readI32();
+          n->sstFiles.resize(readCount(view));
+          for (auto& f : n->sstFiles) {
+            view.readString(f.fileName);
+            view.readString(f.uniqueId);
+            f.sizeBytes = view.readU64();
+            std::string location;
+            view.readString(location);
+            f.location = (fs::path(cp.directory) / location).lexically_normal().string();
+          }
+          n->privateFiles.resize(readCount(view));
+          for (auto& f : n->privateFiles) view.readString(f);
+          st.keyed.path = n->directory;
+          st.keyed.native = std::move(n);
+          continue;
+        }
         std::string keyed;
         view.readString(keyed);
         if (kind == KeyedKind::kFile) {
           st.keyed.path = (fs::path(cp.directory) / keyed).string();
         } else if (kind == KeyedKind::kBytes) {
           st.keyed.bytes = std::make_shared<const std::string>(std::move(keyed));
+        } else if (kind != KeyedKind::kNone) {
+          throw SluiceException(fmt::format("unknown keyed state kind {}", static_cast<int>(kind)));
         }
       }
     }
@@ -193,6 +246,92 @@ CompletedCheckpoint loadCheckpoint(const std::string& path) {
         fmt::format("corrupt checkpoint metadata '{}': {}", file.string(), e.what()));
   }
   return cp;
+}
+
+KeyedStateHandleRef storeNativeSnapshot(const NativeKeyedSnapshot& local,
+                                        const std::string& privateDirectory,
+                                        const std::string& sharedDirectory,
+                                        const std::map<std::string, std::string>& stored,
+                                        std::vector<std::string>& uploaded) {
+  auto result = std::make_shared<NativeKeyedSnapshot>();
+  result->directory = privateDirectory;
+  result->startKeyGroup = local.startKeyGroup;
+  result->endKeyGroup = local.endKeyGroup;
+  result->privateFiles = local.privateFiles;
+  auto copy = [](const fs::path& from, const fs::path& to) {
+    std::error_code ec;
+    fs::copy_file(from, to, ec);
+    if (ec) {
+      throw SluiceException(
+          fmt::format("cannot copy '{}' to '{}': {}", from.string(), to.string(), ec.message()));
+    }
+  };
+  const size_t uploadedBefore = uploaded.size();
+  try {
+    createDirectories(sharedDirectory);
+    // Not its parents: when the checkpoint was aborted meanwhile, its
+    // directory is gone and must stay so.
+    std::error_code ec;
+    fs::create_directory(privateDirectory, ec);
+    if (ec) {
+      throw SluiceException(
+          fmt::format("cannot create directory '{}': {}", privateDirectory, ec.message()));
+    }
+    for (const auto& f : local.sstFiles) {
+      NativeKeyedSnapshot::SstFile out = f;
+      auto it = stored.find(f.uniqueId);
+      if (it != stored.end()) {
+        out.location = it->second;
+      } else {
+        // A fresh name per upload: a copy belongs to the checkpoint that
+        // made it until that checkpoint completes, so an aborted one can
+        // delete its copies without touching another's.
+        std::string id;
+        for (char c : f.uniqueId) {
+          if (std::isalnum(static_cast<unsigned char>(c))) id += c;
+        }
+        out.location = (fs::path(sharedDirectory) /
+                        fmt::format("{}-{}.sst", id, generateJobId().substr(0, 16)))
+                           .string();
+        copy(fs::path(local.directory) / f.fileName, out.location);
+        uploaded.push_back(out.location);
+      }
+      result->sstFiles.push_back(std::move(out));
+    }
+    for (const auto& f : local.privateFiles) {
+      copy(fs::path(local.directory) / f, fs::path(privateDirectory) / f);
+    }
+  } catch (...) {
+    std::error_code ec;
+    for (size_t i = uploadedBefore; i < uploaded.size(); ++i) fs::remove(uploaded[i], ec);
+    uploaded.resize(uploadedBefore);
+    fs::remove_all(privateDirectory, ec);
+    throw;
+  }
+  KeyedStateHandleRef ref;
+  ref.path = privateDirectory;
+  ref.native = std::move(result);
+  return ref;
+}
+
+void forEachSharedFile(const TaskStateSnapshot& snapshot,
+                       const std::function<void(const NativeKeyedSnapshot::SstFile&)>& fn) {
+  for (const auto& [node, st] : snapshot.operators) {
+    if (st.keyed.native) {
+      for (const auto& f : st.keyed.native->sstFiles) fn(f);
+    }
+  }
+}
+
+void forEachSharedFile(const CompletedCheckpoint& checkpoint,
+                       const std::function<void(const NativeKeyedSnapshot::SstFile&)>& fn) {
+  for (const auto& op : checkpoint.operators) {
+    for (const auto& st : op.subtasks) {
+      if (st.keyed.native) {
+        for (const auto& f : st.keyed.native->sstFiles) fn(f);
+      }
+    }
+  }
 }
 
 void discardCheckpointDirectory(const std::string& directory) {

@@ -13,16 +13,26 @@
 // same layout. Paths inside _metadata are relative to its directory, so a
 // checkpoint or savepoint can be moved or copied as a whole.
 //
-// _metadata layout: "SLUICECP" u32 version=1, i64 id, u8 type, i64 timestamp,
+// With state.backend.incremental, RocksDB keyed state is stored natively
+// instead: <chk-n>/<node>-<subtask>/ holds a snapshot's private files and
+// <dir>/<job-id>/shared/ its SST files, shared by the checkpoints that
+// contain them (the coordinator counts references and deletes a file when
+// no retained checkpoint refers to it).
+//
+// _metadata layout: "SLUICECP" u32 version=2, i64 id, u8 type, i64 timestamp,
 // string jobId, u32 numOperators, per operator: string uid, string name,
 // i32 parallelism, i32 maxParallelism, bool hasCoordinatorState, string
 // coordinatorState, u32 numSubtasks, per subtask: string operatorState,
-// string timers, u8 keyedKind (0 none, 1 file, 2 inline bytes), string
-// keyed (relative file name or bytes); then "SLUICEND".
+// string timers, u8 keyedKind (0 none, 1 file, 2 inline bytes, 3 native),
+// then for 0-2 string keyed (relative file name or bytes), for 3 string
+// privateDir, i32 startKeyGroup, i32 endKeyGroup, u32 n x (string fileName,
+// string uniqueId, u64 size, string location relative to the checkpoint),
+// u32 m x string privateFile; then "SLUICEND". Version 1 (no kind 3) loads.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -95,6 +105,26 @@ void writeCheckpointMetadata(const CompletedCheckpoint& checkpoint);
 // Reads a checkpoint or savepoint: its directory or its _metadata file.
 // Throws SluiceException naming the path for a missing or corrupt file.
 CompletedCheckpoint loadCheckpoint(const std::string& path);
+
+// Incremental checkpoints (state.backend.incremental). A native keyed
+// snapshot is stored as its private files in `privateDirectory`
+// (<chk-n>/<node>-<subtask>/) and its SST files in `sharedDirectory`
+// (<job>/shared/), each under a fresh name. An SST file whose unique id is in
+// `stored` (id -> location, the files of the last checkpoint this task knows
+// completed) is referenced there instead of copied. Appends the copies it
+// made to `uploaded`; on failure removes them and what it wrote, and throws
+// SluiceException naming the file.
+KeyedStateHandleRef storeNativeSnapshot(const NativeKeyedSnapshot& local,
+                                        const std::string& privateDirectory,
+                                        const std::string& sharedDirectory,
+                                        const std::map<std::string, std::string>& stored,
+                                        std::vector<std::string>& uploaded);
+
+// Every shared (SST) file a snapshot or a checkpoint refers to.
+void forEachSharedFile(const TaskStateSnapshot& snapshot,
+                       const std::function<void(const NativeKeyedSnapshot::SstFile&)>& fn);
+void forEachSharedFile(const CompletedCheckpoint& checkpoint,
+                       const std::function<void(const NativeKeyedSnapshot::SstFile&)>& fn);
 
 // Removes a checkpoint directory and everything in it (best effort).
 void discardCheckpointDirectory(const std::string& directory);

@@ -137,8 +137,11 @@ std::string upper(std::string s) {
 
 }  // namespace
 
-// Bytes a checkpoint holds: state inline in the metadata plus keyed files.
-int64_t checkpointSize(const CompletedCheckpoint& cp) {
+// Bytes a checkpoint added: state inline in the metadata plus keyed files;
+// of an incremental checkpoint, only the shared files no earlier retained
+// checkpoint holds (`registered`), as Flink's "checkpointed data size".
+int64_t checkpointSize(const CompletedCheckpoint& cp,
+                       const std::map<std::string, int>& registered) {
   int64_t size = 0;
   std::error_code ec;
   if (!cp.directory.empty()) {
@@ -153,7 +156,15 @@ int64_t checkpointSize(const CompletedCheckpoint& cp) {
         size += static_cast<int64_t>(st.operatorState.size() + st.timers.size());
       }
       if (st.keyed.bytes) size += static_cast<int64_t>(st.keyed.bytes->size());
-      if (!st.keyed.path.empty()) {
+      if (st.keyed.native) {
+        for (const auto& f : st.keyed.native->sstFiles) {
+          if (registered.count(f.location) == 0) size += static_cast<int64_t>(f.sizeBytes);
+        }
+        for (const auto& f : st.keyed.native->privateFiles) {
+          auto s = std::filesystem::file_size(std::filesystem::path(st.keyed.path) / f, ec);
+          if (!ec) size += static_cast<int64_t>(s);
+        }
+      } else if (!st.keyed.path.empty()) {
         auto f = std::filesystem::file_size(st.keyed.path, ec);
         if (!ec) size += static_cast<int64_t>(f);
       }
@@ -247,14 +258,21 @@ class JobRun::Impl final : public CheckpointResponder {
     return it == pending.end() ? std::string() : it->second.directory;
   }
 
+  std::string sharedStateDirectory() override {
+    return checkpointsDir.empty() ? std::string() : checkpointsDir + "/shared";
+  }
+
   void submitAsync(std::function<void()> work) override { io->submit(std::move(work)); }
 
   void acknowledge(int64_t id, int vertex, int subtask, TaskStateSnapshot snapshot) override {
     std::unique_lock lock(mu);
     auto it = pending.find(id);
-    if (it == pending.end()) return;  // aborted meanwhile
+    if (it == pending.end() || it->second.awaiting.erase({vertex, subtask}) == 0) {
+      // Aborted meanwhile: what the task stored for it goes.
+      discardUnregisteredSharedFiles(snapshot);
+      return;
+    }
     Pending& p = it->second;
-    if (p.awaiting.erase({vertex, subtask}) == 0) return;
     p.acks[{vertex, subtask}] = std::move(snapshot);
     if (!p.awaiting.empty()) return;
     Pending done = std::move(p);
@@ -300,12 +318,45 @@ class JobRun::Impl final : public CheckpointResponder {
 
   // ---- checkpoint coordination (under mu) ----
 
+  // Shared files of incremental checkpoints. A file stored for a pending
+  // checkpoint belongs to it alone (each upload gets a fresh name) until it
+  // completes; then every retained checkpoint that refers to it holds a
+  // reference, and the file goes with the last one.
+  std::map<std::string, int> sharedFileRefs;
+
+  void registerSharedFiles(const CompletedCheckpoint& cp) {
+    forEachSharedFile(cp,
+                      [&](const NativeKeyedSnapshot::SstFile& f) { ++sharedFileRefs[f.location]; });
+  }
+
+  void releaseSharedFiles(const CompletedCheckpoint& cp) {
+    forEachSharedFile(cp, [&](const NativeKeyedSnapshot::SstFile& f) {
+      auto it = sharedFileRefs.find(f.location);
+      if (it == sharedFileRefs.end() || --it->second > 0) return;
+      sharedFileRefs.erase(it);
+      std::error_code ec;
+      std::filesystem::remove(f.location, ec);
+    });
+  }
+
+  // Removes the shared files of a snapshot that no completed checkpoint
+  // refers to: the copies made for a checkpoint that will not complete.
+  template <class Snapshot>
+  void discardUnregisteredSharedFiles(const Snapshot& snapshot) {
+    forEachSharedFile(snapshot, [&](const NativeKeyedSnapshot::SstFile& f) {
+      if (sharedFileRefs.count(f.location) != 0) return;
+      std::error_code ec;
+      std::filesystem::remove(f.location, ec);
+    });
+  }
+
   void abortPending(std::map<int64_t, Pending>::iterator it, const std::string& reason,
                     bool countsAsFailure) {
     Pending p = std::move(it->second);
     pending.erase(it);
     const char* what = p.options.type == CheckpointType::kSavepoint ? "Savepoint" : "Checkpoint";
     log::warn("{} {} of job {} aborted: {}", what, p.id, jobId, reason);
+    for (const auto& [task, snapshot] : p.acks) discardUnregisteredSharedFiles(snapshot);
     if (!p.directory.empty()) discardCheckpointDirectory(p.directory);
     if (p.result) {
       p.result->set_exception(std::make_exception_ptr(
@@ -350,6 +401,30 @@ class JobRun::Impl final : public CheckpointResponder {
   }
 
   void complete(std::unique_lock<std::mutex>& lock, Pending p) {
+    // A task refers to the stored files of the last checkpoint it heard
+    // completed. With concurrent checkpoints, that one may have been
+    // subsumed (and a file deleted) since; such a checkpoint cannot
+    // complete.
+    std::string missing;
+    for (const auto& [task, snapshot] : p.acks) {
+      forEachSharedFile(snapshot, [&](const NativeKeyedSnapshot::SstFile& f) {
+        std::error_code ec;
+        if (missing.empty() && sharedFileRefs.count(f.location) == 0 &&
+            !std::filesystem::exists(f.location, ec)) {
+          missing = f.location;
+        }
+      });
+    }
+    if (!missing.empty()) {
+      const int64_t id = p.id;
+      auto it = pending.emplace(id, std::move(p)).first;
+      abortPending(it,
+                   fmt::format("the shared state file '{}' it refers to was deleted when an older "
+                               "checkpoint was subsumed",
+                               missing),
+                   true);
+      return;
+    }
     CompletedCheckpoint cp;
     cp.id = p.id;
     cp.type = p.options.type;
@@ -387,6 +462,7 @@ class JobRun::Impl final : public CheckpointResponder {
         writeCheckpointMetadata(cp);
       } catch (...) {
         const int64_t id = p.id;
+        discardUnregisteredSharedFiles(cp);                 // the acks' state moved into `cp`
         auto it = pending.emplace(id, std::move(p)).first;  // so abortPending can abort it
         abortPending(it, describeCurrentException(), true);
         return;
@@ -401,7 +477,7 @@ class JobRun::Impl final : public CheckpointResponder {
             .count();
     stats.totalDurationMs += durationMs;
     stats.maxDurationMs = std::max(stats.maxDurationMs, durationMs);
-    const int64_t size = checkpointSize(cp);
+    const int64_t size = checkpointSize(cp, sharedFileRefs);
     stats.totalSizeBytes += size;
     stats.maxSizeBytes = std::max(stats.maxSizeBytes, size);
     stats.latestCompletedId = cp.id;
@@ -410,8 +486,10 @@ class JobRun::Impl final : public CheckpointResponder {
     lastCheckpointEnd = SteadyClock::now();
     latest = cp;
     if (!savepoint) {
+      registerSharedFiles(cp);
       completed.push_back(std::move(cp));
       while (static_cast<int>(completed.size()) > numRetained) {
+        releaseSharedFiles(completed.front());
         if (!completed.front().directory.empty()) {
           discardCheckpointDirectory(completed.front().directory);
         }
@@ -780,15 +858,19 @@ std::shared_ptr<JobRun> JobRun::start(std::shared_ptr<const StreamGraph> graph,
   }
   std::string dir = config.get(o::kStateCheckpointsDir);
   if (dir.rfind("file://", 0) == 0) dir = dir.substr(7);
-  if (!dir.empty()) im.checkpointsDir = fmt::format("{}/{}", dir, im.jobId);
+  if (!dir.empty()) {
+    // Normal form, so that the shared files of this job are recognised as
+    // such in restored checkpoints (their paths are normalised).
+    im.checkpointsDir = (std::filesystem::path(dir) / im.jobId).lexically_normal().string();
+  }
   im.savepointsDir = config.get(o::kStateSavepointsDir);
   if (im.savepointsDir.rfind("file://", 0) == 0) im.savepointsDir = im.savepointsDir.substr(7);
   im.ignoreUnclaimedState = config.get(o::kExecutionSavepointIgnoreUnclaimedState);
   im.restartStrategy = createRestartStrategy(config, im.checkpointing);
-  if (im.checkpointing && config.get(o::kStateBackendIncremental)) {
+  if (im.checkpointing && config.get(o::kStateBackendIncremental) && im.checkpointsDir.empty()) {
     log::warn(
-        "state.backend.incremental is set, but incremental RocksDB checkpoints are not built "
-        "yet: every checkpoint writes full snapshots");
+        "state.backend.incremental is set, but state.checkpoints.dir is not: checkpoints kept in "
+        "memory are always full");
   }
 
   std::vector<std::string> unnamed;

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -89,6 +90,9 @@ class Task::Context final : public OperatorContext, public RuntimeContext {
     const auto total =
         static_cast<int64_t>(configuration().get(options::kTaskManagerMemoryManagedSize).bytes);
     return total / task_.services_->numberOfSlots();
+  }
+  bool incrementalSnapshot(int64_t checkpointId) override {
+    return task_.incrementalCheckpointId_ == checkpointId;
   }
 
   int getIndexOfThisSubtask() const override { return task_.subtask_; }
@@ -293,6 +297,26 @@ TaskResult Task::run() {
       if (i == 0) headOutputPtr = main.get();
       outputs.push_back(std::move(main));
     }
+    // Incremental checkpoints refer to the SST files of the checkpoint this
+    // attempt restores, when that checkpoint is this job's (a retained
+    // checkpoint of another job is not ours to share: the first checkpoint
+    // copies everything, like Flink's NO_CLAIM mode).
+    if (responder_ != nullptr) {
+      const std::string shared = responder_->sharedStateDirectory();
+      incremental_ =
+          !shared.empty() && services_->configuration().get(options::kStateBackendIncremental);
+      std::lock_guard lock(sharedMu_);
+      for (const auto& [node, r] : restore_) {
+        for (const KeyedStateHandleRef& h : r.keyedState) {
+          if (!incremental_ || !h.native) continue;
+          for (const auto& f : h.native->sstFiles) {
+            if (std::filesystem::path(f.location).parent_path() == shared) {
+              confirmedShared_[node][f.uniqueId] = f.location;
+            }
+          }
+        }
+      }
+    }
     // Open tail first, so an operator that emits in open() finds its
     // successors ready.
     for (size_t i = n; i-- > 0;) {
@@ -327,6 +351,15 @@ TaskResult Task::run() {
       auto snapshot = std::make_shared<TaskStateSnapshot>();
       auto keyed =
           std::make_shared<std::vector<std::pair<int, std::unique_ptr<StateSnapshotWriter>>>>();
+      const std::string dir =
+          responder_ == nullptr ? std::string() : responder_->checkpointDirectory(barrier.id);
+      if (incremental_ && options.type == CheckpointType::kCheckpoint && !dir.empty()) {
+        incrementalCheckpointId_ = barrier.id;
+      }
+      struct ResetIncremental {
+        int64_t& id;
+        ~ResetIncremental() { id = -1; }
+      } resetIncremental{incrementalCheckpointId_};
       // As in Flink, an operator that cannot snapshot fails the checkpoint,
       // not the task; the failure counts against the tolerable limit.
       size_t snapshotting = 0;
@@ -357,15 +390,29 @@ TaskResult Task::run() {
       }
       current = graph_.node(vertex_.head()).name;
       if (responder_ == nullptr) return;
-      const std::string dir = responder_->checkpointDirectory(barrier.id);
       {
         std::lock_guard lock(asyncMu_);
         ++asyncInFlight_;
       }
       responder_->submitAsync([this, id = barrier.id, dir, snapshot, keyed] {
+        // Shared files this task copied for the checkpoint; removed again
+        // when it cannot acknowledge.
+        std::vector<std::string> uploaded;
+        std::map<int, StoredFiles> stored;
         try {
           for (auto& [node, writer] : *keyed) {
             KeyedStateHandleRef& ref = snapshot->operators[node].keyed;
+            if (const NativeKeyedSnapshot* native = writer->nativeSnapshot()) {
+              StoredFiles reusable;
+              {
+                std::lock_guard lock(sharedMu_);
+                reusable = confirmedShared_[node];
+              }
+              ref = storeNativeSnapshot(*native, fmt::format("{}/{}-{}", dir, node, subtask_),
+                                        responder_->sharedStateDirectory(), reusable, uploaded);
+              for (const auto& f : ref.native->sstFiles) stored[node][f.uniqueId] = f.location;
+              continue;
+            }
             if (dir.empty()) {
               std::ostringstream out;
               writer->writeTo(out);
@@ -387,9 +434,15 @@ TaskResult Task::run() {
             ref.path = path;
           }
           keyed->clear();
+          if (!stored.empty()) {
+            std::lock_guard lock(sharedMu_);
+            for (auto& [node, files] : stored) pendingShared_[node][id] = std::move(files);
+          }
           responder_->acknowledge(id, vertex_.id, subtask_, std::move(*snapshot));
         } catch (...) {
           keyed->clear();
+          std::error_code ec;
+          for (const auto& f : uploaded) std::filesystem::remove(f, ec);
           responder_->decline(
               id, vertex_.id, subtask_,
               fmt::format("task '{}' ({}/{}) could not write its state: {}", taskName_,
@@ -402,6 +455,15 @@ TaskResult Task::run() {
       });
     };
     onNotify_ = [&](int64_t id) {
+      if (id != kFinalCheckpointId) {
+        // The files of a completed checkpoint are what later ones refer to.
+        std::lock_guard lock(sharedMu_);
+        for (auto& [node, byId] : pendingShared_) {
+          auto it = byId.find(id);
+          if (it != byId.end()) confirmedShared_[node] = std::move(it->second);
+          byId.erase(byId.begin(), byId.upper_bound(id));
+        }
+      }
       for (size_t i = 0; i < n; ++i) {
         current = graph_.node(vertex_.chain[i]).name;
         ops[i]->notifyCheckpointComplete(id);

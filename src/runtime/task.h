@@ -51,6 +51,9 @@ class CheckpointResponder {
   // Where the task writes its keyed snapshots for checkpoint `id`; empty to
   // keep them in memory.
   virtual std::string checkpointDirectory(int64_t id) = 0;
+  // Where incremental checkpoints store SST files (<job dir>/shared); empty
+  // when checkpoints are not stored in files.
+  virtual std::string sharedStateDirectory() = 0;
   virtual void acknowledge(int64_t id, int vertex, int subtask, TaskStateSnapshot snapshot) = 0;
   // `countsAsFailure`: the checkpoint failed (e.g. its state could not be
   // written), as opposed to being overtaken or made moot by a finished task.
@@ -197,6 +200,19 @@ class Task {
   std::mutex asyncMu_;
   std::condition_variable asyncDone_;
   int asyncInFlight_ = 0;
+
+  // Incremental checkpoints (state.backend.incremental with file storage).
+  bool incremental_ = false;
+  // The checkpoint whose snapshot is being taken natively (task thread).
+  int64_t incrementalCheckpointId_ = -1;
+  // Stored SST files (unique id -> location) per chained operator: those of
+  // the last checkpoint this task knows completed, which later checkpoints
+  // refer to instead of copying, and those of checkpoints not yet
+  // confirmed. Guarded by sharedMu_ (the task thread and the I/O thread).
+  using StoredFiles = std::map<std::string, std::string>;
+  std::mutex sharedMu_;
+  std::map<int, StoredFiles> confirmedShared_;
+  std::map<int, std::map<int64_t, StoredFiles>> pendingShared_;
 };
 
 }  // namespace sluice::runtime

@@ -126,6 +126,13 @@ class OperatorContext {
   // Managed memory of this subtask's slot in bytes
   // (taskmanager.memory.managed.size / taskmanager.numberOfTaskSlots).
   virtual int64_t managedMemoryPerSlot() = 0;
+  // Whether the snapshot of `checkpointId` being taken now may be native
+  // and incremental: state.backend.incremental is set, it is a checkpoint
+  // (savepoints are always canonical) and it is stored in files.
+  virtual bool incrementalSnapshot(int64_t checkpointId) {
+    (void)checkpointId;
+    return false;
+  }
 
   // Calls `callback(timestamp)` on the task thread once clock() reads at
   // least `timestamp`, between records (never inside another call into the
@@ -138,12 +145,38 @@ class OperatorContext {
   virtual void incrementCounter(const std::string& name, int64_t n) = 0;
 };
 
+// A native keyed snapshot: RocksDB's own files instead of the canonical
+// format, for incremental checkpoints (state.backend.incremental). SST files
+// are immutable and named by RocksDB's unique id, so a checkpoint stores each
+// one once and later checkpoints refer to the stored copy; the other files
+// are small and private to one snapshot.
+struct NativeKeyedSnapshot {
+  struct SstFile {
+    std::string fileName;  // as the snapshot names it, e.g. "000012.sst"
+    std::string uniqueId;  // RocksDB's unique id: same id, same contents
+    uint64_t sizeBytes = 0;
+    // Absolute path of the stored copy (the job's shared directory); empty
+    // in a snapshot not yet stored.
+    std::string location;
+  };
+  // The directory holding the private files: a local staging directory
+  // while the snapshot is being stored, the checkpoint's copy afterwards.
+  std::string directory;
+  int32_t startKeyGroup = 0;
+  int32_t endKeyGroup = -1;
+  std::vector<SstFile> sstFiles;
+  std::vector<std::string> privateFiles;
+};
+
 // Writes a captured keyed-state snapshot (the canonical format of
 // sluice/state/snapshot.h) to a stream. Any thread, once.
 class StateSnapshotWriter {
  public:
   virtual ~StateSnapshotWriter() = default;
   virtual void writeTo(std::ostream& out) = 0;
+  // Not null for a native snapshot, whose files the runtime stores itself
+  // (writeTo() then throws). The files stay until the writer is destroyed.
+  virtual const NativeKeyedSnapshot* nativeSnapshot() const { return nullptr; }
 };
 
 // What StreamOperatorBase::snapshotState captured.
@@ -158,10 +191,12 @@ struct OperatorStateSnapshot {
   std::string timers;
 };
 
-// One written keyed-state snapshot: a file, or bytes in memory.
+// One written keyed-state snapshot: a canonical file, bytes in memory, or a
+// stored native snapshot (then `path` is its private-file directory).
 struct KeyedStateHandleRef {
   std::string path;
   std::shared_ptr<const std::string> bytes;
+  std::shared_ptr<const NativeKeyedSnapshot> native;
 };
 
 // What an operator restores from, already cut to its subtask: keyed

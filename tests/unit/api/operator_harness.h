@@ -154,7 +154,7 @@ inline std::vector<OperatorStateRestore> redistribute(const std::vector<Captured
       if (!old[j].timers.empty()) restores[i].timers.push_back(old[j].timers);
       if (old[j].keyedState) {
         restores[i].keyedState.push_back(
-            KeyedStateHandleRef{"old subtask " + std::to_string(j), old[j].keyedState});
+            KeyedStateHandleRef{"old subtask " + std::to_string(j), old[j].keyedState, nullptr});
       }
     }
   }

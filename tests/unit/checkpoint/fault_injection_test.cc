@@ -5,7 +5,8 @@
 // the same faults must lose nothing.
 //
 // Every seed picks the job (keyed running sum or windowed WordCount), the
-// backend (hashmap, rocksdb), the parallelism (1, 4) and 2-3 faults. The
+// backend (hashmap, rocksdb with full or incremental checkpoints), the
+// parallelism (1, 4) and 2-3 faults. The
 // expected output is computed here, without the engine.
 //
 // SLUICE_FAULT_SEEDS=<n> runs n seeds per job and mode instead of the default.
@@ -42,11 +43,13 @@ struct JobSpec {
   std::string backend;
   int parallelism = 1;
   bool exactlyOnce = true;
+  bool incremental = false;  // state.backend.incremental (rocksdb only)
 };
 
 std::string describe(const JobSpec& s, uint32_t seed) {
-  return fmt::format("seed {} ({}, {}, p{}, {})", seed, s.wordCount ? "wordcount" : "running sum",
-                     s.backend, s.parallelism, s.exactlyOnce ? "exactly-once" : "at-least-once");
+  return fmt::format("seed {} ({}, {}{}, p{}, {})", seed, s.wordCount ? "wordcount" : "running sum",
+                     s.backend, s.incremental ? " incremental" : "", s.parallelism,
+                     s.exactlyOnce ? "exactly-once" : "at-least-once");
 }
 
 std::string wordOf(int64_t i) {
@@ -209,7 +212,9 @@ struct RunResult {
 RunResult run(const JobSpec& spec, uint32_t seed, const TempDir& dir) {
   std::mt19937 rng(seed);
   auto plan = std::make_shared<FaultPlan>(planFaults(rng, spec));
-  StreamExecutionEnvironment env;
+  Configuration config;
+  config.setString("state.backend.incremental", spec.incremental ? "true" : "false");
+  StreamExecutionEnvironment env(config);
   env.setParallelism(spec.parallelism).setStateBackend(spec.backend);
   env.enableCheckpointing(milliseconds(20), spec.exactlyOnce ? CheckpointingMode::kExactlyOnce
                                                              : CheckpointingMode::kAtLeastOnce);
@@ -232,6 +237,7 @@ JobSpec specFor(bool wordCount, uint32_t seed, bool exactlyOnce) {
   s.wordCount = wordCount;
   s.backend = seed % 2 == 0 ? "hashmap" : "rocksdb";
   s.parallelism = (seed / 2) % 2 == 0 ? 1 : 4;
+  s.incremental = s.backend == "rocksdb" && (seed / 4) % 2 == 0;
   s.exactlyOnce = exactlyOnce;
   return s;
 }
