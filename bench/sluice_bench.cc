@@ -42,6 +42,8 @@
 
 #include <sluice/sluice.h>
 
+#include "nexmark/queries.h"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -133,12 +135,21 @@ void check(bool ok, const std::string& what) {
 struct CheckpointSetting {
   int64_t intervalMs = 0;
   std::string dir;
+  bool incremental = false;  // state.backend.incremental (rocksdb)
 };
 CheckpointSetting gCheckpoint;
 
 std::string withCheckpointSuffix(std::string name) {
   if (gCheckpoint.intervalMs > 0) name += "+ckpt" + std::to_string(gCheckpoint.intervalMs) + "ms";
+  if (gCheckpoint.intervalMs > 0 && gCheckpoint.incremental) name += "+incr";
   return name;
+}
+
+// The environment's configuration for --checkpoint-mode.
+sluice::Configuration checkpointConfiguration() {
+  sluice::Configuration config;
+  config.setString("state.backend.incremental", gCheckpoint.incremental ? "true" : "false");
+  return config;
 }
 
 void applyCheckpointing(sluice::StreamExecutionEnvironment& env) {
@@ -401,7 +412,7 @@ Row runKeyedSum(int64_t n, int parallelism, int repeat, const std::string& backe
           n);
   row.best = bestOf(repeat, [&] {
     auto totals = std::make_shared<KeyedTotals>();
-    sluice::StreamExecutionEnvironment env;
+    sluice::StreamExecutionEnvironment env(checkpointConfiguration());
     env.setParallelism(parallelism);
     if (!backend.empty()) env.setStateBackend(backend);
     applyCheckpointing(env);
@@ -500,7 +511,7 @@ Row runWindowTumbling(int64_t n, int parallelism, int repeat, const std::string&
           parallelism, n);
   row.best = bestOf(repeat, [&] {
     auto totals = std::make_shared<WindowTotals>();
-    sluice::StreamExecutionEnvironment env;
+    sluice::StreamExecutionEnvironment env(checkpointConfiguration());
     env.setParallelism(parallelism);
     if (!backend.empty()) env.setStateBackend(backend);
     applyCheckpointing(env);
@@ -1079,6 +1090,159 @@ Row runStateLtm(int64_t n) {
 }
 
 // ---------------------------------------------------------------------------
+// (e) Nexmark queries and the Yahoo Streaming Benchmark (bench/nexmark), each
+// next to its hand-written single-threaded baseline, measured in the same
+// invocation. Every run's output checksum (row count and the sum of the rows'
+// hashes) must equal the baseline's; q12, whose processing-time windows
+// differ between runs, is checked on its per-bidder totals.
+
+struct NexmarkSetting {
+  int64_t eventTimeRate = 10'000;  // events per second of event time
+};
+
+std::string nexmarkTarget(sluice::nexmark::Query q, double* perCore) {
+  using sluice::nexmark::Query;
+  switch (q) {
+    case Query::kQ0:
+    case Query::kQ1:
+    case Query::kQ2: *perCore = 3e6; return ">=3M ev/cpu-s, >=0.5x base";
+    case Query::kQ5: *perCore = 440e3; return ">=440k ev/cpu-s";
+    case Query::kQ7: *perCore = 250e3; return ">=250k ev/cpu-s";
+    case Query::kQ8: *perCore = 2.9e6; return ">=2.9M ev/cpu-s";
+    case Query::kQ11: *perCore = 800e3; return ">=800k ev/cpu-s";
+    default: *perCore = 0; return "";
+  }
+}
+
+// The baseline row first, then one engine row per parallelism (and
+// checkpoint interval).
+std::vector<Row> runNexmark(sluice::nexmark::Query q, int64_t events,
+                            const std::vector<int>& parallelisms,
+                            const std::vector<int64_t>& checkpointIntervals, int repeat,
+                            const std::string& backend, const NexmarkSetting& setting) {
+  namespace nx = sluice::nexmark;
+  nx::GeneratorConfig gen;
+  gen.eventsPerSecond = setting.eventTimeRate;
+  const std::string name = nx::queryName(q);
+  std::vector<Row> rows;
+
+  std::optional<nx::Checksum> expected;
+  Row base(name + "-baseline", 1, events);
+  base.best = bestOf(repeat, [&] {
+    nx::Checksum c;
+    Sample s = measure([&] { c = nx::runBaseline(q, gen, events); });
+    if (!expected) expected = c;
+    check(c == *expected, name + "-baseline: checksum differs between runs");
+    return s;
+  });
+  base.peakRssMiB = peakRssMiB();
+  std::fprintf(stderr, "%s: baseline %s\n", name.c_str(), expected->toString().c_str());
+  rows.push_back(base);
+
+  double perCore = 0;
+  const std::string target = nexmarkTarget(q, &perCore);
+  for (int p : parallelisms) {
+    for (int64_t interval : checkpointIntervals) {
+      gCheckpoint.intervalMs = interval;
+      Row row(withCheckpointSuffix(backend.empty() ? name : name + "/" + backend), p, events);
+      row.best = bestOf(repeat, [&] {
+        sluice::StreamExecutionEnvironment env;
+        env.setParallelism(p);
+        if (!backend.empty()) env.setStateBackend(backend);
+        applyCheckpointing(env);
+        nx::JobOptions options;
+        options.generator = gen;
+        options.events = events;
+        options.parallelism = p;
+        auto out = std::make_shared<nx::ResultCollector>();
+        nx::buildQuery(env, q, options, out);
+        Sample s = runMeasured(env, "bench-" + name, row);
+        const nx::Checksum got = out->result();
+        check(got == *expected, name + " (p=" + std::to_string(p) + "): " + got.toString() +
+                                    ", baseline " + expected->toString());
+        return s;
+      });
+      row.ratioToBaseline = row.recordsPerSecond() / base.recordsPerSecond();
+      if (perCore > 0 && (backend.empty() || backend == "hashmap") && interval == 0) {
+        row.target = target;
+        bool met = row.recordsPerCpuSecond() >= perCore;
+        if (q == nx::Query::kQ0 || q == nx::Query::kQ1 || q == nx::Query::kQ2) {
+          met = met && *row.ratioToBaseline >= 0.5;
+        }
+        row.targetMet = met;
+      }
+      row.peakRssMiB = peakRssMiB();
+      rows.push_back(row);
+    }
+    gCheckpoint.intervalMs = 0;
+  }
+  return rows;
+}
+
+// Latency mode (--latency-rate): the query runs once with its source limited
+// to `rate` events/s of wall time and an event-time rate equal to it, so event
+// time is the wall clock shifted to the source's start; every row's latency is
+// its arrival at the sink minus the creation of the event whose time it
+// carries (see LatencyOrigin in nexmark/checksum.h). The output is still
+// checked against the baseline.
+struct LatencySetting {
+  int64_t rate = 0;                  // events/s; 0: latency mode off
+  int64_t bufferTimeoutMs = -2;      // -2: the configured execution.buffer-timeout
+  int64_t watermarkIntervalMs = -1;  // -1: the configured pipeline.auto-watermark-interval
+};
+
+Row runNexmarkLatency(sluice::nexmark::Query q, int64_t events, int parallelism,
+                      const std::string& backend, const LatencySetting& setting) {
+  namespace nx = sluice::nexmark;
+  nx::GeneratorConfig gen;
+  gen.eventsPerSecond = setting.rate;
+  const std::string name = nx::queryName(q);
+  const nx::Checksum expected = nx::runBaseline(q, gen, events);
+
+  Row row(withCheckpointSuffix((backend.empty() ? name : name + "/" + backend) + "@" +
+                               si(static_cast<double>(setting.rate)) + "/s"),
+          parallelism, events);
+  sluice::StreamExecutionEnvironment env;
+  env.setParallelism(parallelism);
+  if (!backend.empty()) env.setStateBackend(backend);
+  if (setting.bufferTimeoutMs >= -1) env.setBufferTimeout(setting.bufferTimeoutMs);
+  if (setting.watermarkIntervalMs >= 0) {
+    env.setAutoWatermarkInterval(std::chrono::milliseconds(setting.watermarkIntervalMs));
+  }
+  applyCheckpointing(env);
+  nx::JobOptions options;
+  options.generator = gen;
+  options.events = events;
+  options.parallelism = parallelism;
+  options.wallRatePerSecond = static_cast<double>(setting.rate);
+  options.sourceStartMicros = std::make_shared<std::atomic<int64_t>>(0);
+  auto out = std::make_shared<nx::ResultCollector>();
+  out->enableLatency({gen.baseTime, options.sourceStartMicros});
+  nx::buildQuery(env, q, options, out);
+  row.best = runMeasured(env, "bench-latency-" + name, row);
+  const nx::Checksum got = out->result();
+  check(got == expected,
+        name + " (latency run): " + got.toString() + ", baseline " + expected.toString());
+  const nx::LatencyHistogram& h = out->latencies();
+  const double p50 = static_cast<double>(h.quantile(0.5)) / 1000.0;
+  const double p99 = static_cast<double>(h.quantile(0.99)) / 1000.0;
+  const double p999 = static_cast<double>(h.quantile(0.999)) / 1000.0;
+  std::printf("%s: %" PRId64 " rows, latency p50 %.3f ms, p99 %.3f ms, p99.9 %.3f ms\n",
+              row.workload.c_str(), h.count(), p50, p99, p999);
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "\"latency_rate\": %" PRId64 ", \"latency_rows\": %" PRId64
+                ", \"latency_p50_ms\": %.3f, \"latency_p99_ms\": %.3f, "
+                "\"latency_p999_ms\": %.3f",
+                setting.rate, h.count(), p50, p99, p999);
+  row.extraJson = row.extraJson.empty() ? buf : row.extraJson + ", " + buf;
+  row.target = "p99<=2ms, p99.9<=5ms";
+  row.targetMet = p99 <= 2.0 && p999 <= 5.0;
+  row.peakRssMiB = peakRssMiB();
+  return row;
+}
+
+// ---------------------------------------------------------------------------
 // Output
 
 std::string si(double v) {
@@ -1152,10 +1316,17 @@ int main(int argc, char** argv) {
                                         "window-tumbling", "window-sliding"};
   std::vector<std::string> known = all;
   known.push_back("state-ltm");
+  // Nexmark queries and YSB: named one by one, or all with "nexmark".
+  std::vector<std::string> nexmarkNames;
+  for (sluice::nexmark::Query q : sluice::nexmark::allQueries()) {
+    nexmarkNames.push_back(sluice::nexmark::queryName(q));
+  }
+  known.insert(known.end(), nexmarkNames.begin(), nexmarkNames.end());
+  known.push_back("nexmark");
   app.add_option("--workload", workloads,
                  "chained, keyed-sum, wordcount, wordcount-baseline, window-tumbling, "
-                 "window-sliding, state-ltm (repeatable; "
-                 "default all but state-ltm)")
+                 "window-sliding, state-ltm, nexmark-q0 ... nexmark-q12, ysb, nexmark (= all "
+                 "Nexmark queries and ysb) (repeatable; default all but state-ltm and nexmark)")
       ->check(CLI::IsMember(known));
   app.add_option(
          "--records", records,
@@ -1170,12 +1341,39 @@ int main(int argc, char** argv) {
                  "keyed-sum and wordcount: run with this state.backend.type (hashmap, rocksdb; "
                  "repeatable; rows are named workload/backend); default: the configured one")
       ->check(CLI::IsMember({"hashmap", "rocksdb"}));
+  int64_t events = 0;
+  NexmarkSetting nexmarkSetting;
+  app.add_option("--events", events,
+                 "Nexmark and ysb: events per run (default: --records if given, else 2M)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--event-time-rate", nexmarkSetting.eventTimeRate,
+                 "Nexmark and ysb: generated events per second of event time (default 10000)")
+      ->check(CLI::PositiveNumber);
+  LatencySetting latency;
+  app.add_option("--latency-rate", latency.rate,
+                 "Nexmark and ysb: latency mode: run each once at this many events/s (wall) and "
+                 "report p50 / p99 / p99.9 latency from event creation to the sink; events "
+                 "default to 10 s worth")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--buffer-timeout", latency.bufferTimeoutMs,
+                 "latency mode: execution.buffer-timeout in ms (0 = flush every record); "
+                 "default: the configured one");
+  app.add_option("--watermark-interval", latency.watermarkIntervalMs,
+                 "latency mode: pipeline.auto-watermark-interval in ms; default: the configured "
+                 "one");
   std::vector<int64_t> checkpointIntervals;
   std::string checkpointDir;
   app.add_option("--checkpoint-interval", checkpointIntervals,
-                 "keyed-sum and window-tumbling: run with exactly-once checkpoints every N ms "
+                 "keyed-sum, window-tumbling, Nexmark and ysb: run with exactly-once checkpoints "
+                 "every N ms "
                  "(repeatable; 0 = none; rows get a +ckpt<N>ms suffix); default 0")
       ->check(CLI::NonNegativeNumber);
+  std::vector<std::string> checkpointModes;
+  app.add_option("--checkpoint-mode", checkpointModes,
+                 "keyed-sum and window-tumbling with --checkpoint-interval: full, or incremental "
+                 "(state.backend.incremental: rocksdb stores only new SST files); repeatable, rows "
+                 "get a +incr suffix; default full")
+      ->check(CLI::IsMember({"full", "incremental"}));
   app.add_option("--checkpoint-dir", checkpointDir,
                  "state.checkpoints.dir for --checkpoint-interval; default a fresh directory "
                  "under the system temp dir, removed at the end");
@@ -1206,6 +1404,8 @@ int main(int argc, char** argv) {
     const std::vector<std::string> keyedBackends =
         backends.empty() ? std::vector<std::string>{""} : backends;
     if (checkpointIntervals.empty()) checkpointIntervals = {0};
+    if (checkpointModes.empty()) checkpointModes = {"full"};
+    const std::vector<std::string> fullOnly = {"full"};
     std::filesystem::path ownDir;
     if (checkpointDir.empty()) {
       ownDir = std::filesystem::temp_directory_path() /
@@ -1226,11 +1426,14 @@ int main(int argc, char** argv) {
           // Engine with and without checkpoints next to each other, so the
           // ratio comes from one run of the machine.
           for (int64_t interval : checkpointIntervals) {
-            gCheckpoint.intervalMs = interval;
-            rows.push_back(runKeyedSum(count(20'000'000), p, repeat, backend));
-            rows.back().peakRssMiB = peakRssMiB();
+            for (const std::string& mode : interval > 0 ? checkpointModes : fullOnly) {
+              gCheckpoint.intervalMs = interval;
+              gCheckpoint.incremental = mode == "incremental";
+              rows.push_back(runKeyedSum(count(20'000'000), p, repeat, backend));
+              rows.back().peakRssMiB = peakRssMiB();
+            }
           }
-          gCheckpoint.intervalMs = 0;
+          gCheckpoint = CheckpointSetting{0, gCheckpoint.dir, false};
         }
       }
     }
@@ -1244,11 +1447,14 @@ int main(int argc, char** argv) {
       if (wanted("window-tumbling")) {
         for (int p : pars({1, 2})) {
           for (int64_t interval : checkpointIntervals) {
-            gCheckpoint.intervalMs = interval;
-            rows.push_back(runWindowTumbling(count(20'000'000), p, repeat, backend));
-            rows.back().peakRssMiB = peakRssMiB();
+            for (const std::string& mode : interval > 0 ? checkpointModes : fullOnly) {
+              gCheckpoint.intervalMs = interval;
+              gCheckpoint.incremental = mode == "incremental";
+              rows.push_back(runWindowTumbling(count(20'000'000), p, repeat, backend));
+              rows.back().peakRssMiB = peakRssMiB();
+            }
           }
-          gCheckpoint.intervalMs = 0;
+          gCheckpoint = CheckpointSetting{0, gCheckpoint.dir, false};
         }
       }
       if (wanted("window-sliding")) {
@@ -1259,6 +1465,37 @@ int main(int argc, char** argv) {
       }
     }
     if (wanted("state-ltm")) rows.push_back(runStateLtm(count(2 * kLtmKeys)));
+    const int64_t nexmarkEvents = events > 0 ? events : count(2'000'000);
+    for (const std::string& name : nexmarkNames) {
+      if (!wanted(name) && !wanted("nexmark")) continue;
+      if (latency.rate > 0) {
+        // q4 emits its averages at the end of the input, q12's rows carry
+        // processing time: neither has a per-row latency.
+        if (name == "nexmark-q4" || name == "nexmark-q12") {
+          std::fprintf(stderr, "%s: no latency mode (its rows have no creation time)\n",
+                       name.c_str());
+          continue;
+        }
+        const int64_t n = events > 0 ? events : latency.rate * 10;
+        for (const std::string& backend : keyedBackends) {
+          for (int p : pars({1})) {
+            for (int64_t interval : checkpointIntervals) {
+              gCheckpoint.intervalMs = interval;
+              rows.push_back(
+                  runNexmarkLatency(*sluice::nexmark::parseQuery(name), n, p, backend, latency));
+            }
+            gCheckpoint.intervalMs = 0;
+          }
+        }
+        continue;
+      }
+      for (const std::string& backend : keyedBackends) {
+        for (Row& r : runNexmark(*sluice::nexmark::parseQuery(name), nexmarkEvents, pars({1, 2}),
+                                 checkpointIntervals, repeat, backend, nexmarkSetting)) {
+          rows.push_back(r);
+        }
+      }
+    }
   } catch (const std::exception& e) {
     printTable(rows);
     std::fprintf(stderr, "sluice-bench: %s\n", e.what());

@@ -1,0 +1,791 @@
+#include "nexmark/queries.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <stdexcept>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+namespace sluice::nexmark {
+
+// Keyed-state and window-accumulator types; in the namespace so that
+// SLUICE_STRUCT can name them.
+struct AuctionState {  // q4: an auction's bounds and its best valid bid so far
+  int64_t dateTime = 0;
+  int64_t expires = 0;
+  int64_t reserve = 0;
+  int64_t category = 0;
+  int64_t best = -1;  // -1: no valid bid yet
+  bool closed = false;
+};
+SLUICE_STRUCT(AuctionState, dateTime, expires, reserve, category, best, closed)
+
+struct MaxBids {  // q7: the bids with the highest price seen (ties kept)
+  int64_t price = -1;
+  std::vector<Bid> bids;
+};
+SLUICE_STRUCT(MaxBids, price, bids)
+
+struct MaxCount {  // q5: the keys with the highest count seen (ties kept)
+  int64_t count = -1;
+  std::vector<int64_t> keys;
+};
+SLUICE_STRUCT(MaxCount, count, keys)
+
+namespace {
+
+using namespace std::chrono_literals;
+using WindowCount = std::tuple<int64_t, int64_t, int64_t>;              // window end, key, count
+using KeyCountWindow = std::tuple<int64_t, int64_t, int64_t, int64_t>;  // key, count, start, end
+using Q8Row = std::tuple<int64_t, std::string, int64_t>;  // person id, name, window start
+using YsbRow = std::tuple<int64_t, int64_t, int64_t>;     // campaign, window start, views
+
+constexpr int64_t kWindowMs = 10'000;  // q5 size, q7 / q8 / q12 / ysb size, q11 gap
+constexpr int64_t kSlideMs = 2'000;    // q5 slide
+
+// Shared by the job and the baseline so that both compute the same double.
+double toEuro(int64_t price) { return static_cast<double>(price) * 0.908; }
+bool isQ3Person(const Person& p) { return p.state == "OR" || p.state == "ID" || p.state == "CA"; }
+int64_t tumblingStart(int64_t ts) { return TimeWindow::getWindowStartWithOffset(ts, 0, kWindowMs); }
+
+// ---------------------------------------------------------------------------
+// Jobs
+
+// Every source subtask emits its events in event-time order, and all
+// subtasks advance together (interleavedIndex). A 1 ms bound makes a
+// window or timer at time t fire only once every channel has passed t, so an
+// element exactly one session gap after a session still joins it, as the
+// baseline (which sees all events in order) has it.
+template <class T>
+WatermarkStrategy<T> generatorWatermarks(int64_t (*eventTime)(const T&)) {
+  return WatermarkStrategy<T>::forBoundedOutOfOrderness(1ms).withTimestampAssigner(eventTime);
+}
+
+// Latency mode: the first generated event marks the source's start.
+void noteSourceStart(std::atomic<int64_t>& started) {
+  if (started.load(std::memory_order_relaxed) != 0) return;
+  int64_t expected = 0;
+  started.compare_exchange_strong(expected, wallMicrosNow());
+}
+
+int64_t eventTimeOf(const Event& e) { return e.dateTime(); }
+int64_t eventTimeOfAd(const AdEvent& e) { return e.eventTime; }
+
+auto nexmarkSource(StreamExecutionEnvironment& env, const JobOptions& o) {
+  const GeneratorConfig gen = o.generator;
+  const int64_t n = o.events;
+  const int p = o.parallelism;
+  auto started = o.sourceStartMicros;
+  auto generate = [gen, n, p, started](int64_t i) {
+    if (started) noteSourceStart(*started);
+    return generateEvent(gen, interleavedIndex(i, n, p));
+  };
+  return env.fromSource(GeneratorSource(generate, n, o.wallRatePerSecond),
+                        generatorWatermarks<Event>(&eventTimeOf), "Nexmark Source");
+}
+
+auto bidsOf(DataStream<Event> events) {
+  return events.filter([](const Event& e) { return e.type == EventType::kBid; })
+      .name("Bids")
+      .map([](const Event& e) { return e.bid; })
+      .name("Bid");
+}
+
+template <class T>
+class CountAggregate final : public AggregateFunction<T, int64_t, int64_t> {
+ public:
+  int64_t createAccumulator() override { return 0; }
+  int64_t add(const T&, int64_t acc) override { return acc + 1; }
+  int64_t getResult(const int64_t& acc) override { return acc; }
+  int64_t merge(int64_t a, int64_t b) override { return a + b; }
+};
+
+// (window end, key, count)
+class WithWindowEnd final
+    : public ProcessWindowFunction<int64_t, WindowCount, int64_t, TimeWindow> {
+ public:
+  void process(const int64_t& key, Context& ctx, const std::vector<int64_t>& counts,
+               Collector<WindowCount>& out) override {
+    out.collect(WindowCount{ctx.window().getEnd(), key, counts.front()});
+  }
+};
+
+// (key, count, window start, window end)
+class WithWindowBounds final
+    : public ProcessWindowFunction<int64_t, KeyCountWindow, int64_t, TimeWindow> {
+ public:
+  void process(const int64_t& key, Context& ctx, const std::vector<int64_t>& counts,
+               Collector<KeyCountWindow>& out) override {
+    out.collect(
+        KeyCountWindow{key, counts.front(), ctx.window().getStart(), ctx.window().getEnd()});
+  }
+};
+
+// q3: keyed by person id; a person's auctions that came before the person
+// wait in list state.
+class LocalSellerJoin final : public KeyedProcessFunction<int64_t, Event, Q3Row> {
+ public:
+  void open() override {
+    person_ = &getRuntimeContext().getState(ValueStateDescriptor<Q3Row>("person"));
+    waiting_ = &getRuntimeContext().getListState(ListStateDescriptor<int64_t>("auctions"));
+  }
+  void processElement(const Event& e, Context&, Collector<Q3Row>& out) override {
+    if (e.type == EventType::kPerson) {
+      Q3Row row{e.person.name, e.person.city, e.person.state, 0};
+      for (int64_t auction : waiting_->get()) {
+        row.auctionId = auction;
+        out.collect(row);
+      }
+      waiting_->clear();
+      person_->update(row);
+      return;
+    }
+    std::optional<Q3Row> person = person_->value();
+    if (!person) {
+      waiting_->add(e.auction.id);
+      return;
+    }
+    person->auctionId = e.auction.id;
+    out.collect(*person);
+  }
+
+ private:
+  ValueState<Q3Row>* person_ = nullptr;
+  ListState<int64_t>* waiting_ = nullptr;
+};
+
+void considerBid(AuctionState& a, int64_t dateTime, int64_t price) {
+  if (dateTime >= a.dateTime && dateTime <= a.expires && price >= a.reserve) {
+    a.best = std::max(a.best, price);
+  }
+}
+
+// q4, stage 1: keyed by auction id; emits (category, closing price) when the
+// watermark passes the auction's expiry. Bids that come before their auction
+// (from another source subtask) wait in list state.
+class ClosingPrice final
+    : public KeyedProcessFunction<int64_t, Event, std::pair<int64_t, int64_t>> {
+ public:
+  void open() override {
+    auction_ = &getRuntimeContext().getState(ValueStateDescriptor<AuctionState>("auction"));
+    early_ = &getRuntimeContext().getListState(
+        ListStateDescriptor<std::pair<int64_t, int64_t>>("early-bids"));
+  }
+  void processElement(const Event& e, Context& ctx,
+                      Collector<std::pair<int64_t, int64_t>>&) override {
+    if (e.type == EventType::kAuction) {
+      AuctionState a{
+          e.auction.dateTime, e.auction.expires, e.auction.reserve, e.auction.category, -1, false};
+      for (const auto& [dateTime, price] : early_->get()) considerBid(a, dateTime, price);
+      early_->clear();
+      auction_->update(a);
+      ctx.timerService().registerEventTimeTimer(a.expires);
+      return;
+    }
+    std::optional<AuctionState> state = auction_->value();
+    if (!state) {
+      early_->add({e.bid.dateTime, e.bid.price});
+      return;
+    }
+    if (state->closed) return;
+    const int64_t before = state->best;
+    considerBid(*state, e.bid.dateTime, e.bid.price);
+    if (state->best != before) auction_->update(*state);
+  }
+  void onTimer(int64_t, OnTimerContext&, Collector<std::pair<int64_t, int64_t>>& out) override {
+    std::optional<AuctionState> state = auction_->value();
+    if (!state) return;
+    if (state->best >= 0) out.collect({state->category, state->best});
+    state->closed = true;  // later bids for it are past its expiry
+    auction_->update(*state);
+  }
+
+ private:
+  ValueState<AuctionState>* auction_ = nullptr;
+  ListState<std::pair<int64_t, int64_t>>* early_ = nullptr;
+};
+
+// q4, stage 2: keyed by category; the average once the input has ended.
+class AveragePrice final : public KeyedProcessFunction<int64_t, std::pair<int64_t, int64_t>,
+                                                       std::pair<int64_t, double>> {
+ public:
+  void open() override {
+    sumCount_ = &getRuntimeContext().getState(
+        ValueStateDescriptor<std::pair<int64_t, int64_t>>("sum-count"));
+  }
+  void processElement(const std::pair<int64_t, int64_t>& closed, Context& ctx,
+                      Collector<std::pair<int64_t, double>>&) override {
+    auto sc = sumCount_->value().value_or(std::pair<int64_t, int64_t>{0, 0});
+    sc.first += closed.second;
+    sc.second += 1;
+    sumCount_->update(sc);
+    ctx.timerService().registerEventTimeTimer(kMaxTimestamp);
+  }
+  void onTimer(int64_t, OnTimerContext& ctx, Collector<std::pair<int64_t, double>>& out) override {
+    auto sc = sumCount_->value();
+    if (!sc || sc->second == 0) return;
+    out.collect(
+        {ctx.getCurrentKey(), static_cast<double>(sc->first) / static_cast<double>(sc->second)});
+  }
+
+ private:
+  ValueState<std::pair<int64_t, int64_t>>* sumCount_ = nullptr;
+};
+
+// q5, stage 2: keyed by window end; every (window end, key, count) with the
+// window's highest count, once the watermark has passed the window.
+class MaxCountPerWindow final : public KeyedProcessFunction<int64_t, WindowCount, WindowCount> {
+ public:
+  void open() override {
+    max_ = &getRuntimeContext().getState(ValueStateDescriptor<MaxCount>("max"));
+  }
+  void processElement(const WindowCount& c, Context& ctx, Collector<WindowCount>&) override {
+    MaxCount m = max_->value().value_or(MaxCount{});
+    const int64_t count = std::get<2>(c);
+    if (count > m.count) {
+      m.count = count;
+      m.keys.assign(1, std::get<1>(c));
+    } else if (count == m.count) {
+      m.keys.push_back(std::get<1>(c));
+    } else {
+      return;
+    }
+    max_->update(m);
+    ctx.timerService().registerEventTimeTimer(std::get<0>(c) - 1);
+  }
+  void onTimer(int64_t, OnTimerContext& ctx, Collector<WindowCount>& out) override {
+    std::optional<MaxCount> m = max_->value();
+    if (!m) return;
+    for (int64_t key : m->keys) out.collect(WindowCount{ctx.getCurrentKey(), key, m->count});
+    max_->clear();
+  }
+
+ private:
+  ValueState<MaxCount>* max_ = nullptr;
+};
+
+void keepMax(MaxBids& acc, const Bid& b) {
+  if (b.price > acc.price) {
+    acc.price = b.price;
+    acc.bids.assign(1, b);
+  } else if (b.price == acc.price) {
+    acc.bids.push_back(b);
+  }
+}
+
+// q7, stage 1: per auction and window, the highest bids.
+class MaxBidAggregate final : public AggregateFunction<Bid, MaxBids, MaxBids> {
+ public:
+  MaxBids createAccumulator() override { return {}; }
+  MaxBids add(const Bid& b, MaxBids acc) override {
+    keepMax(acc, b);
+    return acc;
+  }
+  MaxBids getResult(const MaxBids& acc) override { return acc; }
+  MaxBids merge(MaxBids a, MaxBids b) override {
+    for (const Bid& bid : b.bids) keepMax(a, bid);
+    return a;
+  }
+};
+
+class MaxBidsWithWindowEnd final
+    : public ProcessWindowFunction<MaxBids, std::pair<int64_t, MaxBids>, int64_t, TimeWindow> {
+ public:
+  void process(const int64_t&, Context& ctx, const std::vector<MaxBids>& maxima,
+               Collector<std::pair<int64_t, MaxBids>>& out) override {
+    out.collect({ctx.window().getEnd(), maxima.front()});
+  }
+};
+
+// q7, stage 2: keyed by window end; the window's highest bids.
+class MaxBidPerWindow final
+    : public KeyedProcessFunction<int64_t, std::pair<int64_t, MaxBids>, Bid> {
+ public:
+  void open() override {
+    max_ = &getRuntimeContext().getState(ValueStateDescriptor<MaxBids>("max"));
+  }
+  void processElement(const std::pair<int64_t, MaxBids>& part, Context& ctx,
+                      Collector<Bid>&) override {
+    MaxBids m = max_->value().value_or(MaxBids{});
+    if (part.second.price < m.price) return;
+    for (const Bid& b : part.second.bids) keepMax(m, b);
+    max_->update(m);
+    ctx.timerService().registerEventTimeTimer(part.first - 1);
+  }
+  void onTimer(int64_t, OnTimerContext&, Collector<Bid>& out) override {
+    std::optional<MaxBids> m = max_->value();
+    if (!m) return;
+    for (const Bid& b : m->bids) out.collect(b);
+    max_->clear();
+  }
+
+ private:
+  ValueState<MaxBids>* max_ = nullptr;
+};
+
+// q12: processing-time windows, plus one firing at the end of the input for
+// the windows still open then (the final watermark is the input's end), so
+// that every bid is counted in some window.
+class ProcessingTimeOrEndOfInput final : public Trigger<Bid, TimeWindow> {
+ public:
+  TriggerResult onElement(const Bid&, int64_t, const TimeWindow& window,
+                          TriggerContext<TimeWindow>& ctx) override {
+    ctx.registerProcessingTimeTimer(window.maxTimestamp());
+    ctx.registerEventTimeTimer(kMaxTimestamp);
+    return TriggerResult::CONTINUE;
+  }
+  TriggerResult onProcessingTime(int64_t, const TimeWindow&, TriggerContext<TimeWindow>&) override {
+    return TriggerResult::FIRE_AND_PURGE;
+  }
+  TriggerResult onEventTime(int64_t time, const TimeWindow&, TriggerContext<TimeWindow>&) override {
+    return time == kMaxTimestamp ? TriggerResult::FIRE_AND_PURGE : TriggerResult::CONTINUE;
+  }
+  void clear(const TimeWindow& window, TriggerContext<TimeWindow>& ctx) override {
+    ctx.deleteProcessingTimeTimer(window.maxTimestamp());
+    ctx.deleteEventTimeTimer(kMaxTimestamp);
+  }
+  std::string toString() const override { return "ProcessingTimeOrEndOfInput()"; }
+};
+
+template <class T>
+void sinkChecksum(DataStream<T> rows, std::shared_ptr<ResultCollector> out) {
+  rows.sinkTo(ChecksumSink<T>(std::move(out)), "Checksum");
+}
+
+void buildYsb(StreamExecutionEnvironment& env, const JobOptions& o,
+              std::shared_ptr<ResultCollector> out) {
+  const GeneratorConfig gen = o.generator;
+  const int64_t n = o.events;
+  const int p = o.parallelism;
+  auto started = o.sourceStartMicros;
+  auto generate = [gen, n, p, started](int64_t i) {
+    if (started) noteSourceStart(*started);
+    return generateAdEvent(gen, interleavedIndex(i, n, p));
+  };
+  // The campaign table, as the original loads it from Redis.
+  auto campaigns = std::make_shared<std::unordered_map<int64_t, int64_t>>();
+  const std::vector<int64_t> table = ysbCampaignOfAd(gen);
+  for (size_t ad = 0; ad < table.size(); ++ad) (*campaigns)[static_cast<int64_t>(ad)] = table[ad];
+  std::shared_ptr<const std::unordered_map<int64_t, int64_t>> lookup = campaigns;
+
+  auto views = env.fromSource(GeneratorSource(generate, n, o.wallRatePerSecond),
+                              generatorWatermarks<AdEvent>(&eventTimeOfAd), "YSB Source")
+                   .filter([](const AdEvent& e) { return e.eventType == "view"; })
+                   .name("Views");
+  auto campaignViews = views
+                           .map([lookup](const AdEvent& e) {
+                             return std::pair<int64_t, int64_t>(lookup->at(e.adId), e.eventTime);
+                           })
+                           .name("Campaign join");
+  auto counts = campaignViews.keyBy([](const std::pair<int64_t, int64_t>& v) { return v.first; })
+                    .window(TumblingEventTimeWindows::of(std::chrono::milliseconds(kWindowMs)))
+                    .aggregate(CountAggregate<std::pair<int64_t, int64_t>>(), WithWindowBounds())
+                    .name("Views per campaign")
+                    .map([](const KeyCountWindow& r) {
+                      return YsbRow{std::get<0>(r), std::get<2>(r), std::get<1>(r)};
+                    });
+  sinkChecksum<YsbRow>(counts, std::move(out));
+}
+
+// ---------------------------------------------------------------------------
+// Baselines: events in index order, one thread, std containers.
+
+template <class F>
+void forEachEvent(const GeneratorConfig& gen, int64_t n, F&& f) {
+  for (int64_t i = 0; i < n; ++i) f(generateEvent(gen, i));
+}
+
+Checksum baselineQ3(const GeneratorConfig& gen, int64_t n) {
+  Checksum c;
+  std::unordered_map<int64_t, Q3Row> persons;
+  std::unordered_map<int64_t, std::vector<int64_t>> waiting;  // seller -> auctions
+  forEachEvent(gen, n, [&](const Event& e) {
+    if (e.type == EventType::kPerson && isQ3Person(e.person)) {
+      Q3Row row{e.person.name, e.person.city, e.person.state, 0};
+      if (auto it = waiting.find(e.person.id); it != waiting.end()) {
+        for (int64_t auction : it->second) {
+          row.auctionId = auction;
+          c.add(rowHash(row));
+        }
+        waiting.erase(it);
+      }
+      persons[e.person.id] = row;
+    } else if (e.type == EventType::kAuction && e.auction.category == 10) {
+      if (auto it = persons.find(e.auction.seller); it != persons.end()) {
+        Q3Row row = it->second;
+        row.auctionId = e.auction.id;
+        c.add(rowHash(row));
+      } else {
+        waiting[e.auction.seller].push_back(e.auction.id);
+      }
+    }
+  });
+  return c;
+}
+
+Checksum baselineQ4(const GeneratorConfig& gen, int64_t n) {
+  // In index order a bid comes after its auction, except a bid naming an
+  // auction not created yet (Nexmark's id lead); such a bid is earlier than
+  // the auction's dateTime and would not count anyway.
+  std::unordered_map<int64_t, AuctionState> auctions;
+  forEachEvent(gen, n, [&](const Event& e) {
+    if (e.type == EventType::kAuction) {
+      auctions[e.auction.id] = AuctionState{
+          e.auction.dateTime, e.auction.expires, e.auction.reserve, e.auction.category, -1, false};
+    } else if (e.type == EventType::kBid) {
+      if (auto it = auctions.find(e.bid.auction); it != auctions.end()) {
+        considerBid(it->second, e.bid.dateTime, e.bid.price);
+      }
+    }
+  });
+  std::map<int64_t, std::pair<int64_t, int64_t>> perCategory;
+  for (const auto& [id, a] : auctions) {
+    if (a.best < 0) continue;
+    auto& sc = perCategory[a.category];
+    sc.first += a.best;
+    sc.second += 1;
+  }
+  Checksum c;
+  for (const auto& [category, sc] : perCategory) {
+    c.add(rowHash(std::pair<int64_t, double>(
+        category, static_cast<double>(sc.first) / static_cast<double>(sc.second))));
+  }
+  return c;
+}
+
+Checksum baselineQ5(const GeneratorConfig& gen, int64_t n) {
+  Checksum c;
+  std::map<int64_t, std::unordered_map<int64_t, int64_t>> windows;  // start -> auction -> count
+  auto closeUpTo = [&](int64_t ts) {
+    while (!windows.empty() && windows.begin()->first + kWindowMs <= ts) {
+      const auto& [start, counts] = *windows.begin();
+      int64_t max = 0;
+      for (const auto& [auction, count] : counts) max = std::max(max, count);
+      for (const auto& [auction, count] : counts) {
+        if (count == max) c.add(rowHash(WindowCount{start + kWindowMs, auction, count}));
+      }
+      windows.erase(windows.begin());
+    }
+  };
+  forEachEvent(gen, n, [&](const Event& e) {
+    if (e.type != EventType::kBid) return;
+    const int64_t ts = e.bid.dateTime;
+    closeUpTo(ts);
+    const int64_t last = TimeWindow::getWindowStartWithOffset(ts, 0, kSlideMs);
+    for (int64_t start = last; start > ts - kWindowMs; start -= kSlideMs) {
+      ++windows[start][e.bid.auction];
+    }
+  });
+  closeUpTo(kMaxTimestamp);
+  return c;
+}
+
+Checksum baselineQ7(const GeneratorConfig& gen, int64_t n) {
+  Checksum c;
+  int64_t windowStart = kMinTimestamp;
+  MaxBids max;
+  auto close = [&] {
+    for (const Bid& b : max.bids) c.add(rowHash(b));
+    max = MaxBids{};
+  };
+  forEachEvent(gen, n, [&](const Event& e) {
+    if (e.type != EventType::kBid) return;
+    const int64_t start = tumblingStart(e.bid.dateTime);
+    if (start != windowStart) {
+      close();
+      windowStart = start;
+    }
+    keepMax(max, e.bid);
+  });
+  close();
+  return c;
+}
+
+Checksum baselineQ8(const GeneratorConfig& gen, int64_t n) {
+  Checksum c;
+  int64_t windowStart = kMinTimestamp;
+  std::vector<std::pair<int64_t, std::string>> persons;
+  std::unordered_set<int64_t> sellers;
+  auto close = [&] {
+    for (const auto& [id, name] : persons) {
+      if (sellers.count(id) != 0) c.add(rowHash(Q8Row{id, name, windowStart}));
+    }
+    persons.clear();
+    sellers.clear();
+  };
+  forEachEvent(gen, n, [&](const Event& e) {
+    if (e.type == EventType::kBid) return;
+    const int64_t start = tumblingStart(e.dateTime());
+    if (start != windowStart) {
+      close();
+      windowStart = start;
+    }
+    if (e.type == EventType::kPerson) {
+      persons.emplace_back(e.person.id, e.person.name);
+    } else {
+      sellers.insert(e.auction.seller);
+    }
+  });
+  close();
+  return c;
+}
+
+Checksum baselineQ11(const GeneratorConfig& gen, int64_t n) {
+  struct Session {
+    int64_t start;
+    int64_t last;
+    int64_t count;
+  };
+  Checksum c;
+  std::unordered_map<int64_t, Session> sessions;
+  auto emit = [&](int64_t bidder, const Session& s) {
+    c.add(rowHash(KeyCountWindow{bidder, s.count, s.start, s.last + kWindowMs}));
+  };
+  forEachEvent(gen, n, [&](const Event& e) {
+    if (e.type != EventType::kBid) return;
+    const int64_t ts = e.bid.dateTime;
+    auto [it, fresh] = sessions.try_emplace(e.bid.bidder, Session{ts, ts, 0});
+    Session& s = it->second;
+    if (!fresh && ts > s.last + kWindowMs) {  // a gap: the session ended
+      emit(e.bid.bidder, s);
+      s = Session{ts, ts, 0};
+    }
+    s.last = ts;
+    ++s.count;
+  });
+  for (const auto& [bidder, s] : sessions) emit(bidder, s);
+  return c;
+}
+
+Checksum baselineYsb(const GeneratorConfig& gen, int64_t n) {
+  std::unordered_map<int64_t, int64_t> campaigns;
+  const std::vector<int64_t> table = ysbCampaignOfAd(gen);
+  for (size_t ad = 0; ad < table.size(); ++ad) campaigns[static_cast<int64_t>(ad)] = table[ad];
+  Checksum c;
+  int64_t windowStart = kMinTimestamp;
+  std::unordered_map<int64_t, int64_t> views;  // campaign -> views in the current window
+  auto close = [&] {
+    for (const auto& [campaign, count] : views)
+      c.add(rowHash(YsbRow{campaign, windowStart, count}));
+    views.clear();
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    const AdEvent e = generateAdEvent(gen, i);
+    if (e.eventType != "view") continue;
+    const int64_t start = tumblingStart(e.eventTime);
+    if (start != windowStart) {
+      close();
+      windowStart = start;
+    }
+    ++views[campaigns.at(e.adId)];
+  }
+  close();
+  return c;
+}
+
+}  // namespace
+
+const std::vector<Query>& allQueries() {
+  static const std::vector<Query> all = {Query::kQ0,  Query::kQ1,  Query::kQ2, Query::kQ3,
+                                         Query::kQ4,  Query::kQ5,  Query::kQ7, Query::kQ8,
+                                         Query::kQ11, Query::kQ12, Query::kYsb};
+  return all;
+}
+
+std::string queryName(Query q) {
+  switch (q) {
+    case Query::kQ0: return "nexmark-q0";
+    case Query::kQ1: return "nexmark-q1";
+    case Query::kQ2: return "nexmark-q2";
+    case Query::kQ3: return "nexmark-q3";
+    case Query::kQ4: return "nexmark-q4";
+    case Query::kQ5: return "nexmark-q5";
+    case Query::kQ7: return "nexmark-q7";
+    case Query::kQ8: return "nexmark-q8";
+    case Query::kQ11: return "nexmark-q11";
+    case Query::kQ12: return "nexmark-q12";
+    case Query::kYsb: break;
+  }
+  return "ysb";
+}
+
+std::optional<Query> parseQuery(const std::string& name) {
+  for (Query q : allQueries()) {
+    if (queryName(q) == name) return q;
+  }
+  return std::nullopt;
+}
+
+void buildQuery(StreamExecutionEnvironment& env, Query q, const JobOptions& o,
+                std::shared_ptr<ResultCollector> out) {
+  if (q == Query::kYsb) {
+    buildYsb(env, o, std::move(out));
+    return;
+  }
+  const auto window = std::chrono::milliseconds(kWindowMs);
+  auto events = nexmarkSource(env, o);
+  switch (q) {
+    case Query::kQ0: sinkChecksum<Event>(events, std::move(out)); return;
+    case Query::kQ1: {
+      auto euro = bidsOf(events).map([](const Bid& b) {
+        return Q1Row{b.auction, b.bidder, toEuro(b.price), b.dateTime, b.extra};
+      });
+      sinkChecksum<Q1Row>(euro, std::move(out));
+      return;
+    }
+    case Query::kQ2: {
+      auto selected =
+          bidsOf(events)
+              .filter([](const Bid& b) { return b.auction % 123 == 0; })
+              .map([](const Bid& b) { return std::pair<int64_t, int64_t>(b.auction, b.price); });
+      sinkChecksum<std::pair<int64_t, int64_t>>(selected, std::move(out));
+      return;
+    }
+    case Query::kQ3: {
+      auto joined = events
+                        .filter([](const Event& e) {
+                          return (e.type == EventType::kPerson && isQ3Person(e.person)) ||
+                                 (e.type == EventType::kAuction && e.auction.category == 10);
+                        })
+                        .keyBy([](const Event& e) {
+                          return e.type == EventType::kPerson ? e.person.id : e.auction.seller;
+                        })
+                        .process(LocalSellerJoin())
+                        .name("Local seller join");
+      sinkChecksum<Q3Row>(joined, std::move(out));
+      return;
+    }
+    case Query::kQ4: {
+      auto averages = events.filter([](const Event& e) { return e.type != EventType::kPerson; })
+                          .keyBy([](const Event& e) {
+                            return e.type == EventType::kAuction ? e.auction.id : e.bid.auction;
+                          })
+                          .process(ClosingPrice())
+                          .name("Closing price")
+                          .keyBy([](const std::pair<int64_t, int64_t>& c) { return c.first; })
+                          .process(AveragePrice())
+                          .name("Average per category");
+      sinkChecksum<std::pair<int64_t, double>>(averages, std::move(out));
+      return;
+    }
+    case Query::kQ5: {
+      auto hot =
+          bidsOf(events)
+              .keyBy(&Bid::auction)
+              .window(SlidingEventTimeWindows::of(window, std::chrono::milliseconds(kSlideMs)))
+              .aggregate(CountAggregate<Bid>(), WithWindowEnd())
+              .name("Bids per auction")
+              .keyBy([](const WindowCount& c) { return std::get<0>(c); })
+              .process(MaxCountPerWindow())
+              .name("Hottest auctions");
+      sinkChecksum<WindowCount>(hot, std::move(out));
+      return;
+    }
+    case Query::kQ7: {
+      auto highest = bidsOf(events)
+                         .keyBy(&Bid::auction)
+                         .window(TumblingEventTimeWindows::of(window))
+                         .aggregate(MaxBidAggregate(), MaxBidsWithWindowEnd())
+                         .name("Highest bids per auction")
+                         .keyBy([](const std::pair<int64_t, MaxBids>& m) { return m.first; })
+                         .process(MaxBidPerWindow())
+                         .name("Highest bids");
+      sinkChecksum<Bid>(highest, std::move(out));
+      return;
+    }
+    case Query::kQ8: {
+      using NewPerson = std::tuple<int64_t, std::string, int64_t>;  // id, name, dateTime
+      auto persons = events.filter([](const Event& e) { return e.type == EventType::kPerson; })
+                         .map([](const Event& e) {
+                           return NewPerson{e.person.id, e.person.name, e.person.dateTime};
+                         });
+      auto sellers = events.filter([](const Event& e) { return e.type == EventType::kAuction; })
+                         .map([](const Event& e) { return e.auction.seller; });
+      auto newSellers = persons.coGroup(sellers)
+                            .where([](const NewPerson& p) { return std::get<0>(p); })
+                            .equalTo([](const int64_t& seller) { return seller; })
+                            .window(TumblingEventTimeWindows::of(window))
+                            .apply([](const std::vector<NewPerson>& ps,
+                                      const std::vector<int64_t>& ss, Collector<Q8Row>& rows) {
+                              if (ss.empty()) return;
+                              for (const NewPerson& p : ps) {
+                                rows.collect(Q8Row{std::get<0>(p), std::get<1>(p),
+                                                   tumblingStart(std::get<2>(p))});
+                              }
+                            });
+      sinkChecksum<Q8Row>(newSellers, std::move(out));
+      return;
+    }
+    case Query::kQ11: {
+      auto sessions = bidsOf(events)
+                          .keyBy(&Bid::bidder)
+                          .window(EventTimeSessionWindows::withGap(window))
+                          .aggregate(CountAggregate<Bid>(), WithWindowBounds())
+                          .name("Bid sessions");
+      sinkChecksum<KeyCountWindow>(sessions, std::move(out));
+      return;
+    }
+    case Query::kQ12: {
+      auto perWindow = bidsOf(events)
+                           .keyBy(&Bid::bidder)
+                           .window(TumblingProcessingTimeWindows::of(window))
+                           .trigger(ProcessingTimeOrEndOfInput())
+                           .aggregate(CountAggregate<Bid>(), WithWindowBounds())
+                           .name("Bids per processing-time window");
+      perWindow.sinkTo(KeyCountSink<KeyCountWindow>(std::move(out)), "Per-bidder totals");
+      return;
+    }
+    case Query::kYsb: break;
+  }
+}
+
+Checksum runQuery(Query q, const JobOptions& options) {
+  StreamExecutionEnvironment env;
+  env.setParallelism(options.parallelism);
+  auto out = std::make_shared<ResultCollector>();
+  buildQuery(env, q, options, out);
+  env.execute(queryName(q));
+  return out->result();
+}
+
+Checksum runBaseline(Query q, const GeneratorConfig& gen, int64_t n) {
+  Checksum c;
+  switch (q) {
+    case Query::kQ0: forEachEvent(gen, n, [&](const Event& e) { c.add(rowHash(e)); }); return c;
+    case Query::kQ1:
+      forEachEvent(gen, n, [&](const Event& e) {
+        if (e.type != EventType::kBid) return;
+        const Bid& b = e.bid;
+        c.add(rowHash(Q1Row{b.auction, b.bidder, toEuro(b.price), b.dateTime, b.extra}));
+      });
+      return c;
+    case Query::kQ2:
+      forEachEvent(gen, n, [&](const Event& e) {
+        if (e.type == EventType::kBid && e.bid.auction % 123 == 0) {
+          c.add(rowHash(std::pair<int64_t, int64_t>(e.bid.auction, e.bid.price)));
+        }
+      });
+      return c;
+    case Query::kQ3: return baselineQ3(gen, n);
+    case Query::kQ4: return baselineQ4(gen, n);
+    case Query::kQ5: return baselineQ5(gen, n);
+    case Query::kQ7: return baselineQ7(gen, n);
+    case Query::kQ8: return baselineQ8(gen, n);
+    case Query::kQ11: return baselineQ11(gen, n);
+    case Query::kQ12: {
+      std::map<int64_t, int64_t> perBidder;
+      forEachEvent(gen, n, [&](const Event& e) {
+        if (e.type == EventType::kBid) ++perBidder[e.bid.bidder];
+      });
+      return keyCountChecksum(perBidder);
+    }
+    case Query::kYsb: return baselineYsb(gen, n);
+  }
+  throw std::logic_error("runBaseline: unknown query");
+}
+
+}  // namespace sluice::nexmark
