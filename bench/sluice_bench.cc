@@ -22,6 +22,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -1405,7 +1406,20 @@ int main(int argc, char** argv) {
         backends.empty() ? std::vector<std::string>{""} : backends;
     if (checkpointIntervals.empty()) checkpointIntervals = {0};
     if (checkpointModes.empty()) checkpointModes = {"full"};
-    const std::vector<std::string> fullOnly = {"full"};
+    // Runs `run` once per checkpoint setting (interval, then mode), next to
+    // each other, so ratios come from one run of the machine.
+    auto forEachCheckpointSetting = [&](const std::function<Row()>& run) {
+      for (int64_t interval : checkpointIntervals) {
+        for (const std::string& mode :
+             interval > 0 ? checkpointModes : std::vector<std::string>{"full"}) {
+          gCheckpoint.intervalMs = interval;
+          gCheckpoint.incremental = mode == "incremental";
+          rows.push_back(run());
+          rows.back().peakRssMiB = peakRssMiB();
+        }
+      }
+      gCheckpoint = CheckpointSetting{0, gCheckpoint.dir, false};
+    };
     std::filesystem::path ownDir;
     if (checkpointDir.empty()) {
       ownDir = std::filesystem::temp_directory_path() /
@@ -1423,17 +1437,8 @@ int main(int argc, char** argv) {
     if (wanted("keyed-sum")) {
       for (const std::string& backend : keyedBackends) {
         for (int p : pars({1, 2})) {
-          // Engine with and without checkpoints next to each other, so the
-          // ratio comes from one run of the machine.
-          for (int64_t interval : checkpointIntervals) {
-            for (const std::string& mode : interval > 0 ? checkpointModes : fullOnly) {
-              gCheckpoint.intervalMs = interval;
-              gCheckpoint.incremental = mode == "incremental";
-              rows.push_back(runKeyedSum(count(20'000'000), p, repeat, backend));
-              rows.back().peakRssMiB = peakRssMiB();
-            }
-          }
-          gCheckpoint = CheckpointSetting{0, gCheckpoint.dir, false};
+          forEachCheckpointSetting(
+              [&] { return runKeyedSum(count(20'000'000), p, repeat, backend); });
         }
       }
     }
@@ -1446,15 +1451,8 @@ int main(int argc, char** argv) {
     for (const std::string& backend : keyedBackends) {
       if (wanted("window-tumbling")) {
         for (int p : pars({1, 2})) {
-          for (int64_t interval : checkpointIntervals) {
-            for (const std::string& mode : interval > 0 ? checkpointModes : fullOnly) {
-              gCheckpoint.intervalMs = interval;
-              gCheckpoint.incremental = mode == "incremental";
-              rows.push_back(runWindowTumbling(count(20'000'000), p, repeat, backend));
-              rows.back().peakRssMiB = peakRssMiB();
-            }
-          }
-          gCheckpoint = CheckpointSetting{0, gCheckpoint.dir, false};
+          forEachCheckpointSetting(
+              [&] { return runWindowTumbling(count(20'000'000), p, repeat, backend); });
         }
       }
       if (wanted("window-sliding")) {
