@@ -52,6 +52,12 @@ class ReaderOutput {
   virtual ~ReaderOutput() = default;
   virtual void collect(const T& value) = 0;
   virtual void collect(const T& value, int64_t timestamp) = 0;
+  // A record the reader no longer needs: the output may take it over instead
+  // of copying it.
+  virtual void collect(T&& value) { collect(static_cast<const T&>(value)); }
+  virtual void collect(T&& value, int64_t timestamp) {
+    collect(static_cast<const T&>(value), timestamp);
+  }
 };
 
 template <class T, class SplitT>
@@ -236,6 +242,18 @@ class SourceOperator final : public SourceOperatorBase,
   void collect(const T& value, int64_t timestamp) override {
     ++emitted_;
     record_.value = value;
+    record_.setTimestamp(timestamp);
+    output_->collect(record_);
+  }
+  void collect(T&& value) override {
+    ++emitted_;
+    record_.value = std::move(value);
+    record_.eraseTimestamp();
+    output_->collect(record_);
+  }
+  void collect(T&& value, int64_t timestamp) override {
+    ++emitted_;
+    record_.value = std::move(value);
     record_.setTimestamp(timestamp);
     output_->collect(record_);
   }

@@ -288,9 +288,24 @@ class TimestampsAndWatermarksOperator final : public StreamOperatorBase,
     } else if (assign) {
       ts = assign(r.value, ts);
     }
-    record_.value = r.value;
-    record_.setTimestamp(ts);
-    out_->collect(record_);
+    // Like Flink, stamp the record in place and pass it on rather than
+    // copying the value. Every record that reaches an operator is a mutable
+    // object of its producer (an operator's output record, a deserialized
+    // network record), and a fan-out hands the same record to its other
+    // outputs afterwards, so the old timestamp is put back.
+    auto& stamped = const_cast<StreamRecord<T>&>(r);
+    const int64_t oldTimestamp = stamped.timestamp;
+    const bool hadTimestamp = stamped.hasTimestamp;
+    stamped.setTimestamp(ts);
+    try {
+      out_->collect(stamped);
+    } catch (...) {
+      stamped.timestamp = oldTimestamp;
+      stamped.hasTimestamp = hadTimestamp;
+      throw;
+    }
+    stamped.timestamp = oldTimestamp;
+    stamped.hasTimestamp = hadTimestamp;
     generator_->onEvent(r.value, ts, *this);
   }
 
@@ -342,7 +357,6 @@ class TimestampsAndWatermarksOperator final : public StreamOperatorBase,
   WatermarkStrategy<T> strategy_;
   std::unique_ptr<WatermarkGenerator<T>> generator_;
   Output<T>* out_ = nullptr;
-  StreamRecord<T> record_;
   int64_t interval_ = 0;
   bool ingestionTime_ = false;
   int64_t current_ = kMinTimestamp;

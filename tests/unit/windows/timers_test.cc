@@ -466,6 +466,23 @@ TEST_F(WatermarkStrategyTest, IngestionTimeStampsRecordsWithTheClock) {
   EXPECT_THAT(out_.take(), ElementsAre("record 40", "record 70", "watermark 69"));
 }
 
+// The operator passes the record on stamped in place, not copied; the
+// caller's record (which a fan-out hands to its next output) must come back
+// with the value and timestamp it had.
+TEST_F(WatermarkStrategyTest, StampsRecordsInPlaceAndRestoresTheCallersTimestamp) {
+  start(withTimestamps(WatermarkStrategy<E>::noWatermarks()));
+  StreamRecord<E> r(E{"x", 30}, 7);
+  static_cast<Input<E>*>(op_->inputPointer(0))->processElement(r);
+  StreamRecord<E> unstamped(E{"y", 50});
+  static_cast<Input<E>*>(op_->inputPointer(0))->processElement(unstamped);
+  EXPECT_THAT(out_.take(), ElementsAre("record 30", "record 50"));
+  EXPECT_EQ(r.value, (E{"x", 30}));
+  EXPECT_TRUE(r.hasTimestamp);
+  EXPECT_EQ(r.timestamp, 7);
+  EXPECT_FALSE(unstamped.hasTimestamp);
+  EXPECT_EQ(unstamped.value, (E{"y", 50}));
+}
+
 TEST_F(WatermarkStrategyTest, NoWatermarksEmitsNone) {
   start(withTimestamps(WatermarkStrategy<E>::noWatermarks()));
   element(10);
