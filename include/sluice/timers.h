@@ -8,6 +8,8 @@
 // and a rescaled subtask takes exactly the timers of its key groups.
 #pragma once
 
+#include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -47,6 +49,44 @@ struct TimerData {
   K key{};
   N ns{};
 };
+
+// memcmp(a, b, n) == 0, inline and eight bytes at a time (keys are short).
+inline bool timerBytesEqual(const uint8_t* a, const uint8_t* b, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t x, y;
+    std::memcpy(&x, a + i, 8);
+    std::memcpy(&y, b + i, 8);
+    if (x != y) return false;
+  }
+  for (; i < n; ++i) {
+    if (a[i] != b[i]) return false;
+  }
+  return true;
+}
+// Lexicographic order of the key bytes, as vector's operator< has it, but
+// eight bytes at a time and inline: timers of one window end all share a
+// timestamp, so inserting one compares bytes at every level of the tree.
+inline bool timerBytesLess(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t x, y;
+    std::memcpy(&x, a.data() + i, 8);
+    std::memcpy(&y, b.data() + i, 8);
+    if (x != y) {
+      if constexpr (std::endian::native == std::endian::little) {
+        x = __builtin_bswap64(x);
+        y = __builtin_bswap64(y);
+      }
+      return x < y;  // big-endian words order as their bytes do
+    }
+  }
+  for (; i < n; ++i) {
+    if (a[i] != b[i]) return a[i] < b[i];
+  }
+  return a.size() < b.size();
+}
 
 // One operator's timers with namespace type N (VoidNamespace for process
 // functions, the window type for window operators). Task thread only.
@@ -172,7 +212,7 @@ class InternalTimerService {
     uint64_t hash = 0;
     Timer timer;
     bool operator<(const Entry& o) const {
-      return timestamp != o.timestamp ? timestamp < o.timestamp : bytes < o.bytes;
+      return timestamp != o.timestamp ? timestamp < o.timestamp : timerBytesLess(bytes, o.bytes);
     }
   };
   using Queue = std::set<Entry>;
@@ -204,11 +244,11 @@ class InternalTimerService {
     const uint8_t* data() const { return size <= kInlineBytes ? bytes : entry->bytes.data(); }
     friend bool operator==(const IndexKey& k, const Probe& p) {
       return k.hash == p.hash && k.timestamp == p.timestamp && k.size == p.size &&
-             (p.size == 0 || std::memcmp(k.data(), p.data, p.size) == 0);
+             timerBytesEqual(k.data(), p.data, p.size);
     }
     friend bool operator==(const IndexKey& a, const IndexKey& b) {
       return a.hash == b.hash && a.timestamp == b.timestamp && a.size == b.size &&
-             (a.size == 0 || std::memcmp(a.data(), b.data(), a.size) == 0);
+             timerBytesEqual(a.data(), b.data(), a.size);
     }
   };
   struct IndexHash {
