@@ -8,8 +8,8 @@
 // MergingWindowSet does.
 #pragma once
 
+#include <algorithm>
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,6 +23,57 @@
 #include <sluice/windows.h>
 
 namespace sluice::internal {
+
+// The merging window set of one key (window -> window holding its state):
+// a handful of entries, kept as a sorted vector so that loading, updating
+// and persisting it for every element allocates nothing once warm. Iterates
+// in window order, as the std::map it replaces did.
+template <class W>
+class WindowMapping {
+ public:
+  using Entry = std::pair<W, W>;
+  using iterator = typename std::vector<Entry>::iterator;
+
+  // Takes the persisted entries (sorted when this class wrote them).
+  void assign(std::vector<Entry> entries) {
+    entries_ = std::move(entries);
+    if (!std::is_sorted(entries_.begin(), entries_.end(), byWindow)) {
+      std::sort(entries_.begin(), entries_.end(), byWindow);
+    }
+  }
+  const std::vector<Entry>& entries() const { return entries_; }
+  bool empty() const { return entries_.empty(); }
+  size_t size() const { return entries_.size(); }
+  iterator begin() { return entries_.begin(); }
+  iterator end() { return entries_.end(); }
+  iterator find(const W& w) {
+    auto it = lowerBound(w);
+    return it != entries_.end() && it->first == w ? it : entries_.end();
+  }
+  W& at(const W& w) {
+    auto it = find(w);
+    if (it == entries_.end()) throw SluiceException("window not in the merging window set");
+    return it->second;
+  }
+  W& operator[](const W& w) {
+    auto it = lowerBound(w);
+    if (it == entries_.end() || !(it->first == w)) it = entries_.insert(it, Entry{w, w});
+    return it->second;
+  }
+  void erase(iterator it) { entries_.erase(it); }
+  void erase(const W& w) {
+    auto it = find(w);
+    if (it != entries_.end()) entries_.erase(it);
+  }
+
+ private:
+  static bool byWindow(const Entry& a, const Entry& b) { return a.first < b.first; }
+  iterator lowerBound(const W& w) {
+    return std::lower_bound(entries_.begin(), entries_.end(), w,
+                            [](const Entry& e, const W& x) { return e.first < x; });
+  }
+  std::vector<Entry> entries_;
+};
 
 // Calls a reduce function of any accepted form.
 template <class T, class F>
@@ -391,7 +442,8 @@ class WindowOperator final : public OneInputOperator<IN, OUT> {
         if (state == mapping_.end()) {
           throw SluiceException("window " + describe(actual) + " is not in the merging window set");
         }
-        onElementInWindow(r, actual, state->second);
+        const W stateWindow = state->second;  // a copy: firing may change mapping_
+        onElementInWindow(r, actual, stateWindow);
       }
       persistMergingSet();
     } else {
@@ -576,8 +628,7 @@ class WindowOperator final : public OneInputOperator<IN, OUT> {
 
   // --- merging windows (Flink's MergingWindowSet) ------------------------------
   void loadMergingSet() {
-    mapping_.clear();
-    for (auto& [w, s] : mergingSetState_->get()) mapping_.emplace(w, s);
+    mapping_.assign(mergingSetState_->get());
     mappingChanged_ = false;
   }
   void persistMergingSet() {
@@ -585,8 +636,7 @@ class WindowOperator final : public OneInputOperator<IN, OUT> {
     if (mapping_.empty()) {
       mergingSetState_->clear();
     } else {
-      std::vector<std::pair<W, W>> list(mapping_.begin(), mapping_.end());
-      mergingSetState_->update(list);
+      mergingSetState_->update(mapping_.entries());
     }
     mappingChanged_ = false;
   }
@@ -601,8 +651,8 @@ class WindowOperator final : public OneInputOperator<IN, OUT> {
   // Adds `newWindow`, merging it and existing windows as the assigner says;
   // returns the window the new element belongs to now.
   W addToMergingSet(const W& newWindow) {
-    std::vector<W> windows;
-    windows.reserve(mapping_.size() + 1);
+    std::vector<W>& windows = mergeScratch_;
+    windows.clear();
     for (auto& [w, s] : mapping_) windows.push_back(w);
     windows.push_back(newWindow);
     CollectMerges collect;
@@ -688,7 +738,8 @@ class WindowOperator final : public OneInputOperator<IN, OUT> {
   bool eventTime_ = false;
   Output<IN>* lateOutput_ = nullptr;
   InternalListState<VoidNamespace, std::pair<W, W>>* mergingSetState_ = nullptr;
-  std::map<W, W> mapping_;
+  WindowMapping<W> mapping_;
+  std::vector<W> mergeScratch_;  // addToMergingSet's window list, reused
   bool mappingChanged_ = false;
 
   K currentKey_{};
