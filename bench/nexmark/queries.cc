@@ -4,6 +4,7 @@
 #include <chrono>
 #include <map>
 #include <stdexcept>
+#include <thread>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
@@ -752,22 +753,53 @@ Checksum runQuery(Query q, const JobOptions& options) {
   return out->result();
 }
 
+bool isStateless(Query q) { return q == Query::kQ0 || q == Query::kQ1 || q == Query::kQ2; }
+
+std::optional<uint64_t> statelessRowHash(Query q, const Event& e) {
+  switch (q) {
+    case Query::kQ0: return rowHash(e);
+    case Query::kQ1: {
+      if (e.type != EventType::kBid) return std::nullopt;
+      const Bid& b = e.bid;
+      return rowHash(Q1Row{b.auction, b.bidder, toEuro(b.price), b.dateTime, b.extra});
+    }
+    case Query::kQ2:
+      if (e.type != EventType::kBid || e.bid.auction % 123 != 0) return std::nullopt;
+      return rowHash(std::pair<int64_t, int64_t>(e.bid.auction, e.bid.price));
+    default: break;
+  }
+  throw std::invalid_argument("statelessRowHash: " + queryName(q) + " keeps state");
+}
+
+BaselineLatency runBaselineLatency(Query q, const GeneratorConfig& gen, int64_t n) {
+  using Clock = std::chrono::steady_clock;
+  if (!isStateless(q)) {
+    throw std::invalid_argument("runBaselineLatency: " + queryName(q) + " keeps state");
+  }
+  BaselineLatency result;
+  const double intervalNs = 1e9 / static_cast<double>(gen.eventsPerSecond);
+  const Clock::time_point epoch = Clock::now();
+  const int64_t startMicros = wallMicrosNow();
+  for (int64_t i = 0; i < n; ++i) {
+    const auto due = epoch + std::chrono::nanoseconds(static_cast<int64_t>(intervalNs * i));
+    if (due > Clock::now()) std::this_thread::sleep_until(due);
+    const Event e = generateEvent(gen, i);
+    const std::optional<uint64_t> h = statelessRowHash(q, e);
+    if (!h) continue;
+    result.checksum.add(*h);
+    result.latencies.record(wallMicrosNow() - (startMicros + (e.dateTime() - gen.baseTime) * 1000));
+  }
+  return result;
+}
+
 Checksum runBaseline(Query q, const GeneratorConfig& gen, int64_t n) {
   Checksum c;
   switch (q) {
-    case Query::kQ0: forEachEvent(gen, n, [&](const Event& e) { c.add(rowHash(e)); }); return c;
+    case Query::kQ0:
     case Query::kQ1:
-      forEachEvent(gen, n, [&](const Event& e) {
-        if (e.type != EventType::kBid) return;
-        const Bid& b = e.bid;
-        c.add(rowHash(Q1Row{b.auction, b.bidder, toEuro(b.price), b.dateTime, b.extra}));
-      });
-      return c;
     case Query::kQ2:
       forEachEvent(gen, n, [&](const Event& e) {
-        if (e.type == EventType::kBid && e.bid.auction % 123 == 0) {
-          c.add(rowHash(std::pair<int64_t, int64_t>(e.bid.auction, e.bid.price)));
-        }
+        if (auto h = statelessRowHash(q, e)) c.add(*h);
       });
       return c;
     case Query::kQ3: return baselineQ3(gen, n);

@@ -86,4 +86,22 @@ Checksum runQuery(Query q, const JobOptions& options);
 // events 0..events-1 in index order. q12: the per-bidder totals.
 Checksum runBaseline(Query q, const GeneratorConfig& generator, int64_t events);
 
+// q0, q1 and q2 keep no state: each event gives at most one row.
+bool isStateless(Query q);
+// The hash of the row a stateless query outputs for `e`, or none.
+std::optional<uint64_t> statelessRowHash(Query q, const Event& e);
+
+// The latency floor of this machine for a stateless query: its hand-written
+// loop on one thread, paced as the engine's rate-limited source is (event i
+// is due i / generator.eventsPerSecond seconds after the start; the loop
+// sleeps until then), with each row's latency measured as the latency-mode
+// sink measures it (from the start of its event's millisecond of event time,
+// mapped to the wall clock). Event time runs at the wall rate, as in latency
+// mode.
+struct BaselineLatency {
+  LatencyHistogram latencies;
+  Checksum checksum;
+};
+BaselineLatency runBaselineLatency(Query q, const GeneratorConfig& generator, int64_t events);
+
 }  // namespace sluice::nexmark

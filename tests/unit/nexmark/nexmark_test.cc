@@ -11,6 +11,7 @@
 #include <memory>
 #include <ostream>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -127,6 +128,36 @@ TEST(NexmarkGenerator, IsDeterministicAndFollowsTheProportions) {
   // 500 events per second of event time.
   EXPECT_EQ(eventTimestamp(config, 500) - eventTimestamp(config, 0), 1000);
   EXPECT_EQ(eventTimestamp(config, 1) - eventTimestamp(config, 0), 2);
+}
+
+// Prices are round(10^(6u) * 100) cents: from 1 to 1M dollars, log-uniform,
+// so half of them lie below 1000 dollars.
+TEST(NexmarkGenerator, PricesAreLogUniformBetweenOneAndAMillionDollars) {
+  const GeneratorConfig config = smallConfig();
+  int64_t bids = 0, belowThousand = 0;
+  for (int64_t i = 0; i < 20000; ++i) {
+    const Event e = generateEvent(config, i);
+    if (e.type != EventType::kBid) continue;
+    ++bids;
+    EXPECT_GE(e.bid.price, 100);
+    EXPECT_LE(e.bid.price, 100'000'000);
+    if (e.bid.price < 100'000) ++belowThousand;
+  }
+  EXPECT_NEAR(static_cast<double>(belowThousand) / static_cast<double>(bids), 0.5, 0.03);
+}
+
+// The latency baseline computes the same rows as the plain baseline, and
+// measures each of them.
+TEST(NexmarkBaseline, PacedLatencyLoopComputesTheSameRows) {
+  GeneratorConfig config = smallConfig();
+  config.eventsPerSecond = 200'000;  // 20000 events: 0.1 s
+  for (Query q : {Query::kQ0, Query::kQ1, Query::kQ2}) {
+    const BaselineLatency got = runBaselineLatency(q, config, 20000);
+    const Checksum expected = runBaseline(q, config, 20000);
+    EXPECT_EQ(got.checksum, expected) << queryName(q);
+    EXPECT_EQ(got.latencies.count(), expected.rows) << queryName(q);
+  }
+  EXPECT_THROW(runBaselineLatency(Query::kQ5, config, 10), std::invalid_argument);
 }
 
 TEST(NexmarkGenerator, InterleavedIndexIsAPermutation) {
