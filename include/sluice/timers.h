@@ -194,7 +194,7 @@ class InternalTimerService {
       e.timestamp = ts;
       e.keyGroup = keyGroup;
       e.hash = hashOf(ts, bytes.data(), bytes.size());
-      e.bytes = std::move(bytes);
+      e.setBytes(std::move(bytes));
       DataInputView kv(e.bytes.data(), e.bytes.size());
       TypeSerializer<K>::deserialize(e.timer.key, kv);
       TypeSerializer<N>::deserialize(e.timer.ns, kv);
@@ -207,12 +207,29 @@ class InternalTimerService {
  private:
   struct Entry {
     int64_t timestamp = 0;
+    // The first 16 bytes of `bytes` as two big-endian words (zero-padded):
+    // they order as the bytes do, and ties of timestamp (every timer of one
+    // window end) are mostly decided on them without reading `bytes`.
+    uint64_t prefix[2] = {0, 0};
     std::vector<uint8_t> bytes;  // serialized key | namespace: identity and tie-break
     int32_t keyGroup = 0;
     uint64_t hash = 0;
     Timer timer;
+    void setBytes(std::vector<uint8_t> b) {
+      bytes = std::move(b);
+      uint8_t padded[16] = {};
+      if (!bytes.empty()) std::memcpy(padded, bytes.data(), std::min(bytes.size(), sizeof padded));
+      for (int w = 0; w < 2; ++w) {
+        uint64_t v = 0;
+        for (int i = 0; i < 8; ++i) v = (v << 8) | padded[w * 8 + i];
+        prefix[w] = v;
+      }
+    }
     bool operator<(const Entry& o) const {
-      return timestamp != o.timestamp ? timestamp < o.timestamp : timerBytesLess(bytes, o.bytes);
+      if (timestamp != o.timestamp) return timestamp < o.timestamp;
+      if (prefix[0] != o.prefix[0]) return prefix[0] < o.prefix[0];
+      if (prefix[1] != o.prefix[1]) return prefix[1] < o.prefix[1];
+      return timerBytesLess(bytes, o.bytes);
     }
   };
   using Queue = std::set<Entry>;
@@ -299,7 +316,7 @@ class InternalTimerService {
     if (d.index.find(probe) != nullptr) return false;
     Entry e;
     e.timestamp = time;
-    e.bytes.assign(out.data(), out.data() + out.size());
+    e.setBytes(std::vector<uint8_t>(out.data(), out.data() + out.size()));
     e.keyGroup = assignToKeyGroup(key, maxParallelism_);
     e.hash = h;
     e.timer = Timer{time, key, ns};
