@@ -252,7 +252,8 @@ Event generateEvent(const GeneratorConfig& config, int64_t index) {
 }
 
 int64_t interleavedIndex(int64_t position, int64_t count, int parallelism) {
-  const int64_t p = std::max(parallelism, 1);
+  if (parallelism <= 1) return position;  // one split: no divisions per event
+  const int64_t p = parallelism;
   const int64_t base = count / p;
   const int64_t extra = count % p;
   // Splits 0..extra-1 hold base + 1 positions, the others base.
