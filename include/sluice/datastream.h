@@ -166,6 +166,8 @@ template <class IN1, class IN2>
 class BroadcastConnectedStream;
 template <class IN1, class KS, class KeySelector, class IN2>
 class KeyedBroadcastConnectedStream;
+template <class T1, class T2, class K, class KS1, class KS2>
+class KeyedConnectedStreams;
 
 template <class T>
 class DataStream {
@@ -738,6 +740,10 @@ class KeyedStream : public DataStream<T> {
   template <class T2>
   KeyedBroadcastConnectedStream<T, K, KeySelector, T2> connect(
       const BroadcastStream<T2>& broadcast) const;
+  // Two keyed streams with the same key type: process(KeyedCoProcessFunction),
+  // or map / flatMap with keyed state.
+  template <class T2, class K2, class KS2>
+  auto connect(const KeyedStream<T2, K2, KS2>& other) const;
 };
 
 // Two streams of possibly different types, processed by one operator with a
@@ -781,17 +787,26 @@ class ConnectedStreams {
         requires { typename F::OutputType; } &&
             std::derived_from<F, CoProcessFunction<T1, T2, typename F::OutputType>>,
         "ConnectedStreams<T1, T2>::process(f) accepts an object of a class derived from "
-        "sluice::CoProcessFunction<T1, T2, OUT>");
+        "sluice::CoProcessFunction<T1, T2, OUT>; a KeyedCoProcessFunction needs keyed inputs: "
+        "connect two KeyedStreams, or call keyBy(key1, key2) first");
     using OUT = typename F::OutputType;
     return add<OUT>("Co-Process", [f] {
       return std::make_unique<internal::CoProcessOperator<T1, T2, OUT, F>>(f);
     });
   }
 
+  // Keys both inputs (Flink's connect(...).keyBy(key1, key2)): key1 and
+  // key2 are K(const T1&) and K(const T2&) with the same K.
+  template <class KS1, class KS2>
+  auto keyBy(KS1 key1, KS2 key2) const;
+
   const DataStream<T1>& getFirstInput() const { return first_; }
   const DataStream<T2>& getSecondInput() const { return second_; }
 
  private:
+  template <class, class, class, class, class>
+  friend class KeyedConnectedStreams;
+
   template <class OUT, class Make>
   SingleOutputStreamOperator<OUT> add(std::string name, Make make) const {
     auto env = first_.environmentState();
@@ -813,5 +828,99 @@ class ConnectedStreams {
   DataStream<T1> first_;
   DataStream<T2> second_;
 };
+
+// Two keyed streams with the same key type K, connected: equal keys of both
+// meet in one subtask, where the function sees that key's state and timers.
+// Made by keyedA.connect(keyedB) or a.connect(b).keyBy(key1, key2).
+template <class T1, class T2, class K, class KS1, class KS2>
+class KeyedConnectedStreams {
+ public:
+  KeyedConnectedStreams(KeyedStream<T1, K, KS1> first, KeyedStream<T2, K, KS2> second)
+      : first_(std::move(first)), second_(std::move(second)) {}
+
+  // f: an object of a class derived from KeyedCoProcessFunction<K, T1, T2, OUT>
+  // (or a CoProcessFunction<T1, T2, OUT>).
+  template <class F>
+  auto process(F f) const {
+    if constexpr (requires { typename F::OutputType; } &&
+                  std::derived_from<F, KeyedCoProcessFunction<K, T1, T2, typename F::OutputType>>) {
+      return add<F>("KeyedCoProcess", std::move(f));
+    } else if constexpr (requires { typename F::OutputType; } &&
+                         std::derived_from<F, CoProcessFunction<T1, T2, typename F::OutputType>>) {
+      // A plain CoProcessFunction on keyed inputs, as Flink allows: no keyed
+      // state or timers.
+      return ConnectedStreams<T1, T2>(first_, second_).process(std::move(f));
+    } else {
+      static_assert(internal::kAlwaysFalse<F>,
+                    "keyed ConnectedStreams<T1, T2>::process(f) accepts an object of a class "
+                    "derived from sluice::KeyedCoProcessFunction<K, T1, T2, OUT> (K the key "
+                    "type of both keyBy selectors) or sluice::CoProcessFunction<T1, T2, OUT>");
+      return 0;
+    }
+  }
+  // f: a CoMapFunction<T1, T2, OUT> (a RichCoMapFunction may use keyed state).
+  template <class F>
+  auto map(F f) const {
+    static_assert(
+        requires { typename F::OutputType; } &&
+            std::derived_from<F, CoMapFunction<T1, T2, typename F::OutputType>>,
+        "keyed ConnectedStreams<T1, T2>::map(f) accepts an object of a class derived from "
+        "sluice::CoMapFunction<T1, T2, OUT>");
+    return add<F>("Co-Map", std::move(f));
+  }
+  // f: a CoFlatMapFunction<T1, T2, OUT> (a RichCoFlatMapFunction may use
+  // keyed state).
+  template <class F>
+  auto flatMap(F f) const {
+    static_assert(
+        requires { typename F::OutputType; } &&
+            std::derived_from<F, CoFlatMapFunction<T1, T2, typename F::OutputType>>,
+        "keyed ConnectedStreams<T1, T2>::flatMap(f) accepts an object of a class derived from "
+        "sluice::CoFlatMapFunction<T1, T2, OUT>");
+    return add<F>("Co-Flat Map", std::move(f));
+  }
+
+  const KeyedStream<T1, K, KS1>& getFirstInput() const { return first_; }
+  const KeyedStream<T2, K, KS2>& getSecondInput() const { return second_; }
+
+ private:
+  template <class F>
+  SingleOutputStreamOperator<typename F::OutputType> add(std::string name, F f) const {
+    using OUT = typename F::OutputType;
+    using Op = internal::KeyedCoProcessOperator<K, T1, T2, OUT, F, KS1, KS2>;
+    KS1 key1 = first_.getKeySelector();
+    KS2 key2 = second_.getKeySelector();
+    return ConnectedStreams<T1, T2>(first_, second_)
+        .template add<OUT>(std::move(name),
+                           [f, key1, key2] { return std::make_unique<Op>(f, key1, key2); });
+  }
+
+  KeyedStream<T1, K, KS1> first_;
+  KeyedStream<T2, K, KS2> second_;
+};
+
+template <class T, class K, class KeySelector>
+template <class T2, class K2, class KS2>
+auto KeyedStream<T, K, KeySelector>::connect(const KeyedStream<T2, K2, KS2>& other) const {
+  static_assert(std::is_same_v<K, K2>,
+                "connect: both keyed streams must have the same key type (keyBy selectors "
+                "returning the same type)");
+  if constexpr (std::is_same_v<K, K2>) {
+    if (this->environmentState() != other.environmentState()) {
+      throw SluiceException("connect: the streams belong to different execution environments");
+    }
+    return KeyedConnectedStreams<T, T2, K, KeySelector, KS2>(*this, other);
+  } else {
+    return 0;
+  }
+}
+
+template <class T1, class T2>
+template <class KS1, class KS2>
+auto ConnectedStreams<T1, T2>::keyBy(KS1 key1, KS2 key2) const {
+  auto first = first_.keyBy(std::move(key1));
+  auto second = second_.keyBy(std::move(key2));
+  return first.connect(second);
+}
 
 }  // namespace sluice

@@ -236,6 +236,35 @@ class KeyedProcessFunction : public RichFunction {
   }
 };
 
+// Two keyed inputs with the same key type, processed together (Flink's
+// KeyedCoProcessFunction): connect two KeyedStreams, or keyBy(key1, key2) on
+// ConnectedStreams. Elements of both inputs with equal keys reach the same
+// subtask and see the same keyed state and timers; onTimer runs with the
+// timer's key current.
+template <class K, class IN1, class IN2, class OUT>
+class KeyedCoProcessFunction : public RichFunction {
+ public:
+  using KeyType = K;
+  using OutputType = OUT;
+  class Context : public BaseContext {
+   public:
+    virtual const K& getCurrentKey() const = 0;
+    virtual TimerService& timerService() = 0;
+  };
+  class OnTimerContext : public Context {
+   public:
+    virtual TimeDomain timeDomain() const = 0;
+  };
+  virtual void processElement1(const IN1& value, Context& ctx, Collector<OUT>& out) = 0;
+  virtual void processElement2(const IN2& value, Context& ctx, Collector<OUT>& out) = 0;
+  // `timestamp` is the timer's; outputs carry it as their timestamp.
+  virtual void onTimer(int64_t timestamp, OnTimerContext& ctx, Collector<OUT>& out) {
+    (void)timestamp;
+    (void)ctx;
+    (void)out;
+  }
+};
+
 template <class IN1, class IN2, class OUT>
 class CoMapFunction {
  public:

@@ -762,6 +762,145 @@ class KeyedProcessOperator final : public KeyedUdfOperator<OneInputOperator<IN, 
   internal::InternalTimerService<K, VoidNamespace> timers_;
 };
 
+// The operator of keyed connected streams: a KeyedCoProcessFunction (keyed
+// state and timers), or a CoMapFunction / CoFlatMapFunction, which may use
+// keyed state too (Flink's keyed CoStreamMap / CoStreamFlatMap). Each input
+// has its key selector; both give the key type K. Timers fire when the
+// operator's watermark (the minimum of both inputs') passes them, before the
+// watermark goes downstream, as in Flink.
+template <class K, class IN1, class IN2, class OUT, class F, class KS1, class KS2>
+class KeyedCoProcessOperator final
+    : public KeyedUdfOperator<TwoInputOperator<IN1, IN2, OUT>, F, K> {
+  using Base = KeyedUdfOperator<TwoInputOperator<IN1, IN2, OUT>, F, K>;
+  using Function = KeyedCoProcessFunction<K, IN1, IN2, OUT>;
+  static constexpr bool kProcess = std::derived_from<F, Function>;
+  static constexpr bool kFlatMap = std::derived_from<F, CoFlatMapFunction<IN1, IN2, OUT>>;
+
+ public:
+  KeyedCoProcessOperator(F f, KS1 key1, KS2 key2)
+      : Base(std::move(f)), key1_(std::move(key1)), key2_(std::move(key2)) {}
+
+  void setup(OperatorContext& context, OutputBase& output) override {
+    // The base decides the operator's watermark; it reaches the timers
+    // through this output first.
+    downstream_ = &static_cast<Output<OUT>&>(output);
+    hook_.op = this;
+    Base::setup(context, hook_);
+  }
+  void initializeState(const OperatorStateRestore* restore) override {
+    Base::initializeState(restore);
+    timers_.initForOperator(
+        this->context(), [this](const Timer& t) { onTimer(t, TimeDomain::EVENT_TIME); },
+        [this](const Timer& t) { onTimer(t, TimeDomain::PROCESSING_TIME); }, restore);
+  }
+  OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
+    OperatorStateSnapshot s = Base::snapshotState(checkpointId);
+    s.timers = timers_.snapshot();
+    return s;
+  }
+  void open() override {
+    ctx_.setContext(&this->context());
+    ctx_.owner = this;
+    collector_.setOutput(downstream_);
+    Base::open();
+  }
+  void processElement1(const StreamRecord<IN1>& r) override {
+    enter(key1_(r.value), r.hasTimestamp, r.timestamp);
+    if constexpr (kProcess) {
+      this->f_.processElement1(r.value, ctx_, collector_);
+    } else if constexpr (kFlatMap) {
+      this->f_.flatMap1(r.value, collector_);
+    } else {
+      collector_.collect(this->f_.map1(r.value));
+    }
+  }
+  void processElement2(const StreamRecord<IN2>& r) override {
+    enter(key2_(r.value), r.hasTimestamp, r.timestamp);
+    if constexpr (kProcess) {
+      this->f_.processElement2(r.value, ctx_, collector_);
+    } else if constexpr (kFlatMap) {
+      this->f_.flatMap2(r.value, collector_);
+    } else {
+      collector_.collect(this->f_.map2(r.value));
+    }
+  }
+  // The timers, for snapshots and tests.
+  InternalTimerService<K, VoidNamespace>& timerService() { return timers_; }
+
+ private:
+  using Timer = TimerData<K, VoidNamespace>;
+
+  void enter(K key, bool hasTimestamp, int64_t timestamp) {
+    ctx_.key = std::move(key);
+    ctx_.domain = std::nullopt;
+    this->keyed_.setCurrentKey(ctx_.key);
+    ctx_.setCurrent(hasTimestamp, timestamp);
+    collector_.setTimestampFrom(hasTimestamp, timestamp);
+  }
+  void onTimer(const Timer& t, TimeDomain domain) {
+    if constexpr (kProcess) {
+      ctx_.key = t.key;
+      ctx_.domain = domain;
+      this->keyed_.setCurrentKey(t.key);
+      const bool event = domain == TimeDomain::EVENT_TIME;
+      ctx_.setCurrent(event, event ? t.timestamp : kMinTimestamp);
+      collector_.setTimestampFrom(event, event ? t.timestamp : kMinTimestamp);
+      this->f_.onTimer(t.timestamp, ctx_, collector_);
+    } else {
+      (void)t;
+      (void)domain;
+    }
+  }
+
+  // Forwards everything downstream; a watermark first fires the timers.
+  struct WatermarkHook final : Output<OUT> {
+    KeyedCoProcessOperator* op = nullptr;
+    void collect(const StreamRecord<OUT>& record) override { op->downstream_->collect(record); }
+    void emitWatermark(Watermark watermark) override {
+      op->timers_.advanceWatermark(watermark.timestamp);
+      op->downstream_->emitWatermark(watermark);
+    }
+    void emitWatermarkStatus(WatermarkStatus status) override {
+      op->downstream_->emitWatermarkStatus(status);
+    }
+  };
+  struct Ctx final : ProcessContextImpl<typename Function::OnTimerContext>, TimerService {
+    const K& getCurrentKey() const override { return key; }
+    TimerService& timerService() override { return *this; }
+    TimeDomain timeDomain() const override {
+      if (!domain) throw SluiceException("timeDomain() is only available in onTimer()");
+      return *domain;
+    }
+    int64_t currentProcessingTime() const override {
+      return owner->timers_.currentProcessingTime();
+    }
+    int64_t currentWatermark() const override { return owner->timers_.currentWatermark(); }
+    void registerProcessingTimeTimer(int64_t time) override {
+      owner->timers_.registerProcessingTimeTimer(key, VoidNamespace{}, time);
+    }
+    void registerEventTimeTimer(int64_t time) override {
+      owner->timers_.registerEventTimeTimer(key, VoidNamespace{}, time);
+    }
+    void deleteProcessingTimeTimer(int64_t time) override {
+      owner->timers_.deleteProcessingTimeTimer(key, VoidNamespace{}, time);
+    }
+    void deleteEventTimeTimer(int64_t time) override {
+      owner->timers_.deleteEventTimeTimer(key, VoidNamespace{}, time);
+    }
+    K key{};
+    std::optional<TimeDomain> domain;
+    KeyedCoProcessOperator* owner = nullptr;
+  };
+
+  KS1 key1_;
+  KS2 key2_;
+  Output<OUT>* downstream_ = nullptr;
+  WatermarkHook hook_;
+  Ctx ctx_;
+  TimestampedCollector<OUT> collector_;
+  InternalTimerService<K, VoidNamespace> timers_;
+};
+
 // A reduce function that can update the running value in place:
 // apply(acc, next) returns true when `next` should replace `acc` instead.
 template <class F, class T>
