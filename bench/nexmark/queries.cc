@@ -89,6 +89,20 @@ auto nexmarkSource(StreamExecutionEnvironment& env, const JobOptions& o) {
                         generatorWatermarks<Event>(&eventTimeOf), "Nexmark Source");
 }
 
+auto personsOf(DataStream<Event> events) {
+  return events.filter([](const Event& e) { return e.type == EventType::kPerson; })
+      .name("Persons")
+      .map([](const Event& e) { return e.person; })
+      .name("Person");
+}
+
+auto auctionsOf(DataStream<Event> events) {
+  return events.filter([](const Event& e) { return e.type == EventType::kAuction; })
+      .name("Auctions")
+      .map([](const Event& e) { return e.auction; })
+      .name("Auction");
+}
+
 auto bidsOf(DataStream<Event> events) {
   return events.filter([](const Event& e) { return e.type == EventType::kBid; })
       .name("Bids")
@@ -126,31 +140,30 @@ class WithWindowBounds final
   }
 };
 
-// q3: keyed by person id; a person's auctions that came before the person
-// wait in list state.
-class LocalSellerJoin final : public KeyedProcessFunction<int64_t, Event, Q3Row> {
+// q3: persons keyed by id connected to auctions keyed by seller; a
+// person's auctions that came before the person wait in list state.
+class LocalSellerJoin final : public KeyedCoProcessFunction<int64_t, Person, Auction, Q3Row> {
  public:
   void open() override {
     person_ = &getRuntimeContext().getState(ValueStateDescriptor<Q3Row>("person"));
     waiting_ = &getRuntimeContext().getListState(ListStateDescriptor<int64_t>("auctions"));
   }
-  void processElement(const Event& e, Context&, Collector<Q3Row>& out) override {
-    if (e.type == EventType::kPerson) {
-      Q3Row row{e.person.name, e.person.city, e.person.state, 0};
-      for (int64_t auction : waiting_->get()) {
-        row.auctionId = auction;
-        out.collect(row);
-      }
-      waiting_->clear();
-      person_->update(row);
-      return;
+  void processElement1(const Person& p, Context&, Collector<Q3Row>& out) override {
+    Q3Row row{p.name, p.city, p.state, 0};
+    for (int64_t auction : waiting_->get()) {
+      row.auctionId = auction;
+      out.collect(row);
     }
+    waiting_->clear();
+    person_->update(row);
+  }
+  void processElement2(const Auction& a, Context&, Collector<Q3Row>& out) override {
     std::optional<Q3Row> person = person_->value();
     if (!person) {
-      waiting_->add(e.auction.id);
+      waiting_->add(a.id);
       return;
     }
-    person->auctionId = e.auction.id;
+    person->auctionId = a.id;
     out.collect(*person);
   }
 
@@ -165,36 +178,35 @@ void considerBid(AuctionState& a, int64_t dateTime, int64_t price) {
   }
 }
 
-// q4, stage 1: keyed by auction id; emits (category, closing price) when the
-// watermark passes the auction's expiry. Bids that come before their auction
-// (from another source subtask) wait in list state.
+// q4, stage 1: auctions connected to bids, both keyed by auction id; emits
+// (category, closing price) when the watermark passes the auction's expiry.
+// Bids that come before their auction (from another source subtask) wait in
+// list state.
 class ClosingPrice final
-    : public KeyedProcessFunction<int64_t, Event, std::pair<int64_t, int64_t>> {
+    : public KeyedCoProcessFunction<int64_t, Auction, Bid, std::pair<int64_t, int64_t>> {
  public:
   void open() override {
     auction_ = &getRuntimeContext().getState(ValueStateDescriptor<AuctionState>("auction"));
     early_ = &getRuntimeContext().getListState(
         ListStateDescriptor<std::pair<int64_t, int64_t>>("early-bids"));
   }
-  void processElement(const Event& e, Context& ctx,
-                      Collector<std::pair<int64_t, int64_t>>&) override {
-    if (e.type == EventType::kAuction) {
-      AuctionState a{
-          e.auction.dateTime, e.auction.expires, e.auction.reserve, e.auction.category, -1, false};
-      for (const auto& [dateTime, price] : early_->get()) considerBid(a, dateTime, price);
-      early_->clear();
-      auction_->update(a);
-      ctx.timerService().registerEventTimeTimer(a.expires);
-      return;
-    }
+  void processElement1(const Auction& auction, Context& ctx,
+                       Collector<std::pair<int64_t, int64_t>>&) override {
+    AuctionState a{auction.dateTime, auction.expires, auction.reserve, auction.category, -1, false};
+    for (const auto& [dateTime, price] : early_->get()) considerBid(a, dateTime, price);
+    early_->clear();
+    auction_->update(a);
+    ctx.timerService().registerEventTimeTimer(a.expires);
+  }
+  void processElement2(const Bid& bid, Context&, Collector<std::pair<int64_t, int64_t>>&) override {
     std::optional<AuctionState> state = auction_->value();
     if (!state) {
-      early_->add({e.bid.dateTime, e.bid.price});
+      early_->add({bid.dateTime, bid.price});
       return;
     }
     if (state->closed) return;
     const int64_t before = state->best;
-    considerBid(*state, e.bid.dateTime, e.bid.price);
+    considerBid(*state, bid.dateTime, bid.price);
     if (state->best != before) auction_->update(*state);
   }
   void onTimer(int64_t, OnTimerContext&, Collector<std::pair<int64_t, int64_t>>& out) override {
@@ -647,24 +659,21 @@ void buildQuery(StreamExecutionEnvironment& env, Query q, const JobOptions& o,
       return;
     }
     case Query::kQ3: {
-      auto joined = events
-                        .filter([](const Event& e) {
-                          return (e.type == EventType::kPerson && isQ3Person(e.person)) ||
-                                 (e.type == EventType::kAuction && e.auction.category == 10);
-                        })
-                        .keyBy([](const Event& e) {
-                          return e.type == EventType::kPerson ? e.person.id : e.auction.seller;
-                        })
+      auto persons = personsOf(events).filter(isQ3Person).name("Persons in OR, ID, CA");
+      auto auctions = auctionsOf(events)
+                          .filter([](const Auction& a) { return a.category == 10; })
+                          .name("Auctions of category 10");
+      auto joined = persons.keyBy(&Person::id)
+                        .connect(auctions.keyBy(&Auction::seller))
                         .process(LocalSellerJoin())
                         .name("Local seller join");
       sinkChecksum<Q3Row>(joined, std::move(out));
       return;
     }
     case Query::kQ4: {
-      auto averages = events.filter([](const Event& e) { return e.type != EventType::kPerson; })
-                          .keyBy([](const Event& e) {
-                            return e.type == EventType::kAuction ? e.auction.id : e.bid.auction;
-                          })
+      auto averages = auctionsOf(events)
+                          .keyBy(&Auction::id)
+                          .connect(bidsOf(events).keyBy(&Bid::auction))
                           .process(ClosingPrice())
                           .name("Closing price")
                           .keyBy([](const std::pair<int64_t, int64_t>& c) { return c.first; })
