@@ -638,7 +638,8 @@ class IntervalJoinOperator final : public KeyedUdfOperator<TwoInputOperator<A, B
     // The base decides the operator's watermark; it reaches the timers
     // through this output first.
     downstream_ = &static_cast<Output<OUT>&>(output);
-    watermarks_.op = this;
+    watermarks_.downstream = downstream_;
+    watermarks_.timers = &timers_;
     Base::setup(context, watermarks_);
   }
   void initializeState(const OperatorStateRestore* restore) override {
@@ -713,18 +714,6 @@ class IntervalJoinOperator final : public KeyedUdfOperator<TwoInputOperator<A, B
   InternalTimerService<K, uint8_t>& timerService() { return timers_; }
 
  private:
-  // Forwards everything downstream; a watermark first fires the timers.
-  struct WatermarkHook final : Output<OUT> {
-    IntervalJoinOperator* op = nullptr;
-    void collect(const StreamRecord<OUT>& record) override { op->downstream_->collect(record); }
-    void emitWatermark(Watermark watermark) override {
-      op->timers_.advanceWatermark(watermark.timestamp);
-      op->downstream_->emitWatermark(watermark);
-    }
-    void emitWatermarkStatus(WatermarkStatus status) override {
-      op->downstream_->emitWatermarkStatus(status);
-    }
-  };
   struct Ctx final : ProcessContextImpl<typename ProcessJoinFunction<A, B, OUT>::Context> {
     int64_t getLeftTimestamp() const override { return left; }
     int64_t getRightTimestamp() const override { return right; }
@@ -802,7 +791,7 @@ class IntervalJoinOperator final : public KeyedUdfOperator<TwoInputOperator<A, B
   KSB rightKey_;
   IntervalJoinSpec spec_;
   Output<OUT>* downstream_ = nullptr;
-  WatermarkHook watermarks_;
+  TimerFiringOutput<OUT, InternalTimerService<K, uint8_t>> watermarks_;
   Buffer<A>* left_ = nullptr;
   Buffer<B>* right_ = nullptr;
   Output<A>* leftLate_ = nullptr;

@@ -674,6 +674,53 @@ class ProcessOperator final : public UdfOperator<OneInputOperator<IN, OUT>, F> {
   TimestampedCollector<OUT> collector_;
 };
 
+// The context of keyed process functions (one or two inputs): the current
+// key, its timers in the operator's timer service, and in onTimer the
+// timer's domain. `OnTimerContext` is the function's context type.
+template <class OnTimerContext, class K>
+struct KeyedProcessContext final : ProcessContextImpl<OnTimerContext>, TimerService {
+  const K& getCurrentKey() const override { return key; }
+  TimerService& timerService() override { return *this; }
+  TimeDomain timeDomain() const override {
+    if (!domain) throw SluiceException("timeDomain() is only available in onTimer()");
+    return *domain;
+  }
+  int64_t currentProcessingTime() const override { return timers->currentProcessingTime(); }
+  int64_t currentWatermark() const override { return timers->currentWatermark(); }
+  void registerProcessingTimeTimer(int64_t time) override {
+    timers->registerProcessingTimeTimer(key, VoidNamespace{}, time);
+  }
+  void registerEventTimeTimer(int64_t time) override {
+    timers->registerEventTimeTimer(key, VoidNamespace{}, time);
+  }
+  void deleteProcessingTimeTimer(int64_t time) override {
+    timers->deleteProcessingTimeTimer(key, VoidNamespace{}, time);
+  }
+  void deleteEventTimeTimer(int64_t time) override {
+    timers->deleteEventTimeTimer(key, VoidNamespace{}, time);
+  }
+  K key{};
+  std::optional<TimeDomain> domain;
+  InternalTimerService<K, VoidNamespace>* timers = nullptr;
+};
+
+// The output a two-input operator with timers hands its base: records pass
+// through; a watermark (the minimum of both inputs', which the base
+// decides) first fires the timers it passes, then goes downstream.
+template <class OUT, class Timers>
+struct TimerFiringOutput final : Output<OUT> {
+  Output<OUT>* downstream = nullptr;
+  Timers* timers = nullptr;
+  void collect(const StreamRecord<OUT>& record) override { downstream->collect(record); }
+  void emitWatermark(Watermark watermark) override {
+    timers->advanceWatermark(watermark.timestamp);
+    downstream->emitWatermark(watermark);
+  }
+  void emitWatermarkStatus(WatermarkStatus status) override {
+    downstream->emitWatermarkStatus(status);
+  }
+};
+
 // Runs a KeyedProcessFunction: keyed state, and timers per key (Flink's
 // KeyedProcessOperator). Event-time timers fire before the watermark that
 // passed them goes downstream; their outputs carry the timer's timestamp,
@@ -697,7 +744,7 @@ class KeyedProcessOperator final : public KeyedUdfOperator<OneInputOperator<IN, 
   }
   void open() override {
     ctx_.setContext(&this->context());
-    ctx_.owner = this;
+    ctx_.timers = &timers_;
     collector_.setOutput(&this->output());
     Base::open();
   }
@@ -728,34 +775,7 @@ class KeyedProcessOperator final : public KeyedUdfOperator<OneInputOperator<IN, 
     this->f_.onTimer(t.timestamp, ctx_, collector_);
   }
 
-  struct Ctx final : ProcessContextImpl<typename KeyedProcessFunction<K, IN, OUT>::OnTimerContext>,
-                     TimerService {
-    const K& getCurrentKey() const override { return key; }
-    TimerService& timerService() override { return *this; }
-    TimeDomain timeDomain() const override {
-      if (!domain) throw SluiceException("timeDomain() is only available in onTimer()");
-      return *domain;
-    }
-    int64_t currentProcessingTime() const override {
-      return owner->timers_.currentProcessingTime();
-    }
-    int64_t currentWatermark() const override { return owner->timers_.currentWatermark(); }
-    void registerProcessingTimeTimer(int64_t time) override {
-      owner->timers_.registerProcessingTimeTimer(key, VoidNamespace{}, time);
-    }
-    void registerEventTimeTimer(int64_t time) override {
-      owner->timers_.registerEventTimeTimer(key, VoidNamespace{}, time);
-    }
-    void deleteProcessingTimeTimer(int64_t time) override {
-      owner->timers_.deleteProcessingTimeTimer(key, VoidNamespace{}, time);
-    }
-    void deleteEventTimeTimer(int64_t time) override {
-      owner->timers_.deleteEventTimeTimer(key, VoidNamespace{}, time);
-    }
-    K key{};
-    std::optional<TimeDomain> domain;
-    KeyedProcessOperator* owner = nullptr;
-  };
+  using Ctx = KeyedProcessContext<typename KeyedProcessFunction<K, IN, OUT>::OnTimerContext, K>;
   KeySelector key_;
   Ctx ctx_;
   TimestampedCollector<OUT> collector_;
@@ -784,7 +804,8 @@ class KeyedCoProcessOperator final
     // The base decides the operator's watermark; it reaches the timers
     // through this output first.
     downstream_ = &static_cast<Output<OUT>&>(output);
-    hook_.op = this;
+    hook_.downstream = downstream_;
+    hook_.timers = &timers_;
     Base::setup(context, hook_);
   }
   void initializeState(const OperatorStateRestore* restore) override {
@@ -800,7 +821,7 @@ class KeyedCoProcessOperator final
   }
   void open() override {
     ctx_.setContext(&this->context());
-    ctx_.owner = this;
+    ctx_.timers = &timers_;
     collector_.setOutput(downstream_);
     Base::open();
   }
@@ -852,50 +873,12 @@ class KeyedCoProcessOperator final
     }
   }
 
-  // Forwards everything downstream; a watermark first fires the timers.
-  struct WatermarkHook final : Output<OUT> {
-    KeyedCoProcessOperator* op = nullptr;
-    void collect(const StreamRecord<OUT>& record) override { op->downstream_->collect(record); }
-    void emitWatermark(Watermark watermark) override {
-      op->timers_.advanceWatermark(watermark.timestamp);
-      op->downstream_->emitWatermark(watermark);
-    }
-    void emitWatermarkStatus(WatermarkStatus status) override {
-      op->downstream_->emitWatermarkStatus(status);
-    }
-  };
-  struct Ctx final : ProcessContextImpl<typename Function::OnTimerContext>, TimerService {
-    const K& getCurrentKey() const override { return key; }
-    TimerService& timerService() override { return *this; }
-    TimeDomain timeDomain() const override {
-      if (!domain) throw SluiceException("timeDomain() is only available in onTimer()");
-      return *domain;
-    }
-    int64_t currentProcessingTime() const override {
-      return owner->timers_.currentProcessingTime();
-    }
-    int64_t currentWatermark() const override { return owner->timers_.currentWatermark(); }
-    void registerProcessingTimeTimer(int64_t time) override {
-      owner->timers_.registerProcessingTimeTimer(key, VoidNamespace{}, time);
-    }
-    void registerEventTimeTimer(int64_t time) override {
-      owner->timers_.registerEventTimeTimer(key, VoidNamespace{}, time);
-    }
-    void deleteProcessingTimeTimer(int64_t time) override {
-      owner->timers_.deleteProcessingTimeTimer(key, VoidNamespace{}, time);
-    }
-    void deleteEventTimeTimer(int64_t time) override {
-      owner->timers_.deleteEventTimeTimer(key, VoidNamespace{}, time);
-    }
-    K key{};
-    std::optional<TimeDomain> domain;
-    KeyedCoProcessOperator* owner = nullptr;
-  };
+  using Ctx = KeyedProcessContext<typename Function::OnTimerContext, K>;
 
   KS1 key1_;
   KS2 key2_;
   Output<OUT>* downstream_ = nullptr;
-  WatermarkHook hook_;
+  TimerFiringOutput<OUT, InternalTimerService<K, VoidNamespace>> hook_;
   Ctx ctx_;
   TimestampedCollector<OUT> collector_;
   InternalTimerService<K, VoidNamespace> timers_;
