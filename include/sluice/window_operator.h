@@ -25,9 +25,10 @@
 namespace sluice::internal {
 
 // The merging window set of one key (window -> window holding its state):
-// a handful of entries, kept as a sorted vector so that loading, updating
-// and persisting it for every element allocates nothing once warm. Iterates
-// in window order, as the std::map it replaces did.
+// a handful of entries, kept as a sorted vector: loading it for every
+// element costs the one vector the list state returns (the std::map it
+// replaces allocated a node per entry and copied itself out again to be
+// persisted). Iterates in window order, as the map did.
 template <class W>
 class WindowMapping {
  public:
