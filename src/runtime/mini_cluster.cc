@@ -267,11 +267,13 @@ class JobRun::Impl final : public CheckpointResponder {
   void acknowledge(int64_t id, int vertex, int subtask, TaskStateSnapshot snapshot) override {
     std::unique_lock lock(mu);
     auto it = pending.find(id);
-    if (it == pending.end() || it->second.awaiting.erase({vertex, subtask}) == 0) {
+    if (it == pending.end()) {
       // Aborted meanwhile: what the task stored for it goes.
       discardUnregisteredSharedFiles(snapshot);
+      discardLateStateFiles(snapshot);
       return;
     }
+    if (it->second.awaiting.erase({vertex, subtask}) == 0) return;  // a repeated ack
     Pending& p = it->second;
     p.acks[{vertex, subtask}] = std::move(snapshot);
     if (!p.awaiting.empty()) return;
@@ -348,6 +350,20 @@ class JobRun::Impl final : public CheckpointResponder {
       std::error_code ec;
       std::filesystem::remove(f.location, ec);
     });
+  }
+
+  // Removes the state files a task wrote for a checkpoint that was aborted
+  // before it acknowledged. The abort removed the checkpoint's directory,
+  // but a task still writing into it then can leave its files (and so the
+  // directory) behind; the directory goes once it is empty.
+  static void discardLateStateFiles(const TaskStateSnapshot& snapshot) {
+    for (const auto& [node, st] : snapshot.operators) {
+      if (st.keyed.path.empty()) continue;
+      const std::filesystem::path path(st.keyed.path);
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+      std::filesystem::remove(path.parent_path(), ec);  // only if empty
+    }
   }
 
   void abortPending(std::map<int64_t, Pending>::iterator it, const std::string& reason,
