@@ -43,10 +43,11 @@
 
 #include <sluice/core/key_hash.h>
 #include <sluice/core/serializer.h>
-#include <sluice/state/keyed_state.h>
+#include <sluice/internal/keyed_state.h>
 #include <sluice/state/keyed_state_backend.h>
-#include <sluice/state/rocksdb_state.h>
 #include <sluice/state/state.h>
+
+#include "state/rocksdb_keyed_backend.h"
 
 namespace {
 

@@ -44,6 +44,11 @@ LAYERS = {
     "sql": 7,
 }
 
+# Folders of include/sluice/ that are no module of their own: internal/ holds
+# the engine templates the public API instantiates in a user's job, so it is
+# part of the API's layer.
+FOLDER_MODULES = {"internal": "api"}
+
 SOURCE_SUFFIXES = {".h", ".hh", ".hpp", ".hxx", ".inl", ".ipp", ".tcc", ".cc", ".cpp", ".cxx"}
 
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
@@ -95,7 +100,7 @@ class Checker:
             parts = path.relative_to(self.include / "sluice").parts
             if len(parts) == 1:
                 return "api", False
-            return parts[0], False
+            return FOLDER_MODULES.get(parts[0], parts[0]), False
         except ValueError:
             pass
         return None, False
@@ -111,7 +116,7 @@ class Checker:
             parts = target.split("/")
             if len(parts) == 2:
                 return "api", False, target
-            return parts[1], False, target
+            return FOLDER_MODULES.get(parts[1], parts[1]), False, target
 
         candidates = []
         if bracket == '"':

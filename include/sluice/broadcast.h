@@ -47,12 +47,12 @@
 #include <sluice/core/clock.h>
 #include <sluice/datastream.h>
 #include <sluice/functions.h>
-#include <sluice/keyed_state_handler.h>
-#include <sluice/operators.h>
-#include <sluice/state/keyed_state.h>
+#include <sluice/internal/keyed_state.h>
+#include <sluice/internal/keyed_state_handler.h>
+#include <sluice/internal/operators.h>
 #include <sluice/state/operator_state.h>
 #include <sluice/state/state.h>
-#include <sluice/state/streaming_runtime_context.h>
+#include <sluice/streaming_runtime_context.h>
 
 namespace sluice {
 

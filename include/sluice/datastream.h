@@ -26,7 +26,7 @@
 #include <sluice/fields.h>
 #include <sluice/functions.h>
 #include <sluice/graph/stream_graph.h>
-#include <sluice/operators.h>
+#include <sluice/internal/operators.h>
 #include <sluice/sink.h>
 #include <sluice/sinks.h>
 #include <sluice/watermarks.h>

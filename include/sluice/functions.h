@@ -22,7 +22,7 @@
 #include <sluice/core/runtime_context.h>
 #include <sluice/core/status.h>
 #include <sluice/graph/operator.h>
-#include <sluice/state/streaming_runtime_context.h>
+#include <sluice/streaming_runtime_context.h>
 #include <sluice/timers.h>
 
 namespace sluice {

@@ -45,9 +45,9 @@
 #include <sluice/core/serializer.h>
 #include <sluice/datastream.h>
 #include <sluice/functions.h>
-#include <sluice/keyed_state_handler.h>
-#include <sluice/operators.h>
-#include <sluice/state/keyed_state.h>
+#include <sluice/internal/keyed_state.h>
+#include <sluice/internal/keyed_state_handler.h>
+#include <sluice/internal/operators.h>
 #include <sluice/timers.h>
 #include <sluice/windowed_stream.h>
 #include <sluice/windows.h>

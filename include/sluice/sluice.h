@@ -25,10 +25,9 @@
 #include <sluice/state/keyed_state_backend.h>
 #include <sluice/state/operator_state.h>
 #include <sluice/state/state.h>
-#include <sluice/state/streaming_runtime_context.h>
+#include <sluice/streaming_runtime_context.h>
 #include <sluice/timers.h>
 #include <sluice/two_phase_commit.h>
 #include <sluice/watermarks.h>
-#include <sluice/window_operator.h>
 #include <sluice/windowed_stream.h>
 #include <sluice/windows.h>

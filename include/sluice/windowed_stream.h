@@ -10,7 +10,7 @@
 #include <utility>
 
 #include <sluice/datastream.h>
-#include <sluice/window_operator.h>
+#include <sluice/internal/window_operator.h>
 #include <sluice/windows.h>
 
 namespace sluice {
@@ -32,25 +32,26 @@ concept ProcessAllWindowFn = std::derived_from<F, ProcessAllWindowFunction<V, OU
 template <class F, class V, class OUT, class W>
 concept AllWindowFn = std::derived_from<F, AllWindowFunction<V, OUT, W>>;
 
-// The emitter for a window function receiving V on a stream keyed by K.
+// The window function for values V on a stream keyed by K, as the operator
+// runs it.
 template <class V, class K, class W, class F>
-auto makeEmitter(F f) {
+auto makeWindowFunction(F f) {
   using OUT = typename F::OutputType;
-  if constexpr (ProcessWindowFn<F, V, OUT, K, W>) {
-    return ProcessWindowEmitter<F>{std::move(f)};
-  } else if constexpr (WindowFn<F, V, OUT, K, W>) {
-    return WindowFunctionEmitter<F>{std::move(f)};
-  } else if constexpr (ProcessAllWindowFn<F, V, OUT, W>) {
-    return ProcessAllWindowEmitter<F>{std::move(f)};
-  } else {
-    static_assert(AllWindowFn<F, V, OUT, W>,
-                  "window function: pass an object of a class derived from "
-                  "sluice::ProcessWindowFunction<IN, OUT, KEY, W> or WindowFunction<IN, OUT, KEY, "
-                  "W> (keyed windows), or ProcessAllWindowFunction<IN, OUT, W> or "
-                  "AllWindowFunction<IN, OUT, W> (windowAll), where IN is what the window "
-                  "function receives (the element type, or the reduce/aggregate result)");
-    return AllWindowFunctionEmitter<F>{std::move(f)};
-  }
+  static_assert(ProcessWindowFn<F, V, OUT, K, W> || WindowFn<F, V, OUT, K, W> ||
+                    ProcessAllWindowFn<F, V, OUT, W> || AllWindowFn<F, V, OUT, W>,
+                "window function: pass an object of a class derived from "
+                "sluice::ProcessWindowFunction<IN, OUT, KEY, W> or WindowFunction<IN, OUT, KEY, "
+                "W> (keyed windows), or ProcessAllWindowFunction<IN, OUT, W> or "
+                "AllWindowFunction<IN, OUT, W> (windowAll), where IN is what the window "
+                "function receives (the element type, or the reduce/aggregate result)");
+  return std::shared_ptr<const InternalWindowFunction<V, OUT, K, W>>(
+      std::make_shared<UserWindowFunction<V, OUT, K, W, F>>(std::move(f)));
+}
+
+template <class V, class K, class W>
+auto passThrough() {
+  return std::shared_ptr<const InternalWindowFunction<V, V, K, W>>(
+      std::make_shared<PassThroughWindowFunction<V, K, W>>());
 }
 
 template <class F, class T>
@@ -70,7 +71,7 @@ concept AggregateFn = requires {
 template <class T, class K, class KS, class W>
 class WindowedStream {
  public:
-  using Spec = internal::WindowSpec<T, W>;
+  using Spec = internal::WindowSettings<T, W>;
 
   WindowedStream(KeyedStream<T, K, KS> input, Spec spec, std::string assignerName,
                  bool allWindows = false)
@@ -118,74 +119,43 @@ class WindowedStream {
   template <class F>
   SingleOutputStreamOperator<T> reduce(F f) {
     checkReduce<F>();
-    if (evictor_) {
-      return build<T>("reduce",
-                      internal::EvictingContents<T, W, internal::ReduceFold<T, F>>(
-                          internal::ReduceFold<T, F>{f}, evictor_),
-                      internal::PassThroughEmitter<T>{});
-    }
-    return build<T>("reduce", internal::ReduceContents<T, W, F>(f),
-                    internal::PassThroughEmitter<T>{});
+    return build("reduce", reduceContents(std::move(f)), internal::passThrough<T, K, W>());
   }
   template <class F, class P>
   auto reduce(F f, P windowFunction) {
     checkReduce<F>();
-    using OUT = typename P::OutputType;
-    auto emitter = internal::makeEmitter<T, K, W>(std::move(windowFunction));
-    if (evictor_) {
-      return build<OUT>("reduce",
-                        internal::EvictingContents<T, W, internal::ReduceFold<T, F>>(
-                            internal::ReduceFold<T, F>{f}, evictor_),
-                        std::move(emitter));
-    }
-    return build<OUT>("reduce", internal::ReduceContents<T, W, F>(f), std::move(emitter));
+    return build("reduce", reduceContents(std::move(f)),
+                 internal::makeWindowFunction<T, K, W>(std::move(windowFunction)));
   }
 
   // aggregate(agg): agg derives from AggregateFunction<T, ACC, R>; emits R.
   template <class A>
   auto aggregate(A agg) {
     checkAggregate<A>();
-    using ACC = typename A::AccumulatorType;
     using R = typename A::OutputType;
-    if (evictor_) {
-      using Fold = internal::AggregateFold<T, ACC, R, A>;
-      return build<R>("aggregate",
-                      internal::EvictingContents<T, W, Fold>(Fold{std::move(agg)}, evictor_),
-                      internal::PassThroughEmitter<R>{});
-    }
-    return build<R>("aggregate", internal::AggregateContents<T, ACC, R, W, A>(std::move(agg)),
-                    internal::PassThroughEmitter<R>{});
+    return build("aggregate", aggregateContents(std::move(agg)), internal::passThrough<R, K, W>());
   }
   template <class A, class P>
   auto aggregate(A agg, P windowFunction) {
     checkAggregate<A>();
-    using ACC = typename A::AccumulatorType;
     using R = typename A::OutputType;
-    using OUT = typename P::OutputType;
-    auto emitter = internal::makeEmitter<R, K, W>(std::move(windowFunction));
-    if (evictor_) {
-      using Fold = internal::AggregateFold<T, ACC, R, A>;
-      return build<OUT>("aggregate",
-                        internal::EvictingContents<T, W, Fold>(Fold{std::move(agg)}, evictor_),
-                        std::move(emitter));
-    }
-    return build<OUT>("aggregate", internal::AggregateContents<T, ACC, R, W, A>(std::move(agg)),
-                      std::move(emitter));
+    return build("aggregate", aggregateContents(std::move(agg)),
+                 internal::makeWindowFunction<R, K, W>(std::move(windowFunction)));
   }
 
   // process(f): f derives from ProcessWindowFunction<T, OUT, K, W> (or, on
   // windowAll, ProcessAllWindowFunction<T, OUT, W>) and gets every element.
   template <class P>
   auto process(P windowFunction) {
-    using OUT = typename P::OutputType;
-    auto emitter = internal::makeEmitter<T, K, W>(std::move(windowFunction));
+    std::shared_ptr<const internal::WindowContents<T, T, W>> contents;
     if (evictor_) {
-      return build<OUT>("process",
-                        internal::EvictingContents<T, W, internal::IdentityFold<T>>(
-                            internal::IdentityFold<T>{}, evictor_),
-                        std::move(emitter));
+      using Fold = internal::IdentityFold<T>;
+      contents = std::make_shared<internal::EvictingContents<T, W, Fold>>(Fold{}, evictor_);
+    } else {
+      contents = std::make_shared<internal::ListContents<T, W>>();
     }
-    return build<OUT>("process", internal::ListContents<T, W>(), std::move(emitter));
+    return build("process", std::move(contents),
+                 internal::makeWindowFunction<T, K, W>(std::move(windowFunction)));
   }
   // apply(f): f derives from WindowFunction<T, OUT, K, W> (or AllWindowFunction).
   template <class P>
@@ -280,17 +250,45 @@ class WindowedStream {
         kind, position, std::string("WindowedStream::") + internal::aggregationName(kind)));
   }
 
-  template <class OUT, class Contents, class Emitter>
-  SingleOutputStreamOperator<OUT> build(const char* what, Contents contents, Emitter emitter) {
-    using Op = internal::WindowOperator<K, T, OUT, W, Contents, Emitter, KS>;
-    Spec spec = spec_;
-    KS key = input_.getKeySelector();
+  template <class F>
+  std::shared_ptr<const internal::WindowContents<T, T, W>> reduceContents(F f) const {
+    if (evictor_) {
+      using Fold = internal::ReduceFold<T, F>;
+      return std::make_shared<internal::EvictingContents<T, W, Fold>>(Fold{std::move(f)}, evictor_);
+    }
+    return std::make_shared<internal::ReduceContents<T, W, F>>(std::move(f));
+  }
+  template <class A>
+  auto aggregateContents(A agg) const {
+    using ACC = typename A::AccumulatorType;
+    using R = typename A::OutputType;
+    std::shared_ptr<const internal::WindowContents<T, R, W>> contents;
+    if (evictor_) {
+      using Fold = internal::AggregateFold<T, ACC, R, A>;
+      contents =
+          std::make_shared<internal::EvictingContents<T, W, Fold>>(Fold{std::move(agg)}, evictor_);
+    } else {
+      contents = std::make_shared<internal::AggregateContents<T, ACC, R, W, A>>(std::move(agg));
+    }
+    return contents;
+  }
+
+  // One operator class per (key, input, value, output, window) types; the
+  // contents and the function are run-time strategies.
+  template <class V, class OUT>
+  SingleOutputStreamOperator<OUT> build(
+      const char* what, std::shared_ptr<const internal::WindowContents<T, V, W>> contents,
+      std::shared_ptr<const internal::InternalWindowFunction<V, OUT, K, W>> function) {
+    using Op = internal::WindowOperator<K, T, V, OUT, W>;
+    internal::WindowSpec<K, T, V, OUT, W> spec;
+    static_cast<Spec&>(spec) = spec_;
+    spec.key = input_.getKeySelector();
+    spec.contents = std::move(contents);
+    spec.function = std::move(function);
     std::string name = std::string(all_ ? "AllWindow(" : "Window(") + assignerName_ + ", " +
                        (triggerSet_ ? spec.trigger()->toString() : "default trigger") +
                        (evictor_ ? ", evictor" : "") + ", " + what + ")";
-    auto factory = [spec, key, emitter, contents]() {
-      return std::make_unique<Op>(spec, contents, emitter, key);
-    };
+    auto factory = [spec = std::move(spec)]() { return std::make_unique<Op>(spec); };
     auto out = input_.template transform<OUT>(name, std::move(factory));
     if (all_) out.setParallelism(1);
     return out;
@@ -316,7 +314,7 @@ template <class T, class K, class KS>
 template <class A>
 auto KeyedStream<T, K, KS>::window(A assigner) const {
   using W = typename A::WindowType;
-  internal::WindowSpec<T, W> spec;
+  internal::WindowSettings<T, W> spec;
   spec.assigner = [assigner] { return internal::buildAssigner<T>(assigner); };
   std::string name = spec.assigner()->toString();
   return WindowedStream<T, K, KS, W>(*this, std::move(spec), std::move(name));
@@ -343,7 +341,7 @@ auto DataStream<T>::windowAll(A assigner) const {
   using W = typename A::WindowType;
   KeyedStream<T, uint8_t, internal::NullKeySelector<T>> keyed(env_, inputs_,
                                                               internal::NullKeySelector<T>{});
-  internal::WindowSpec<T, W> spec;
+  internal::WindowSettings<T, W> spec;
   spec.assigner = [assigner] { return internal::buildAssigner<T>(assigner); };
   std::string name = spec.assigner()->toString();
   return AllWindowedStream<T, W>(std::move(keyed), std::move(spec), std::move(name), true);

@@ -35,23 +35,13 @@
 #include <sluice/core/status.h>
 #include <sluice/core/stream_element.h>
 #include <sluice/functions.h>
-#include <sluice/state/keyed_state.h>
+#include <sluice/internal/keyed_state.h>
 #include <sluice/state/keyed_state_backend.h>
 #include <sluice/state/state.h>
 
 namespace sluice {
 
 namespace internal {
-inline int64_t saturatingAdd(int64_t a, int64_t b) {
-  int64_t r;
-  if (__builtin_add_overflow(a, b, &r)) return b > 0 ? kMaxTimestamp : kMinTimestamp;
-  return r;
-}
-inline int64_t saturatingSub(int64_t a, int64_t b) {
-  int64_t r;
-  if (__builtin_sub_overflow(a, b, &r)) return b > 0 ? kMinTimestamp : kMaxTimestamp;
-  return r;
-}
 template <class Rep, class Period>
 int64_t toMillis(std::chrono::duration<Rep, Period> d) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();

@@ -1,11 +1,12 @@
-// HashMapKeyedStateBackend: snapshot, restore and the bookkeeping of its
-// state tables (heap_state.h describes the design).
+// HashMapKeyedStateBackend: its storages, snapshot, restore and the
+// bookkeeping of its state tables (heap_state.h describes the design).
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include <sluice/state/heap_state.h>
+#include "state/backend_factories.h"
+#include "state/heap_state.h"
 
 namespace sluice {
 
@@ -34,6 +35,176 @@ class RestoredPart final : public heap::StateSnapshotPart {
   // Shares ownership of the restored entries (aliasing the backend's record).
   std::shared_ptr<const std::vector<std::vector<uint8_t>>> groups_;
   ForEach forEach_;
+};
+
+// The current key's group and entry key, through one EntryKey.
+struct Locator {
+  HashMapKeyedStateBackend& backend;
+  heap::EntryKey key;
+  // The group first: it checks that a key is set.
+  heap::Addr at() {
+    const size_t g = backend.currentGroupIndex();
+    return {g, key.get(backend)};
+  }
+};
+
+class HeapValueStorage final : public internal::ValueStorage {
+ public:
+  HeapValueStorage(HashMapKeyedStateBackend& backend, heap::StateTable& table)
+      : where_{backend, {}}, table_(table), type_(table.storedType()) {}
+  void setNamespace(std::string_view ns) override { where_.key.setNamespace(ns); }
+  const void* get() override { return table_.find(where_.at(), hint_); }
+  // Reuses the slot get() found for the same key and namespace.
+  void put(const void* value) override {
+    type_.copyAssign(table_.getOrInsert(where_.at(), hint_), value);
+  }
+  void clear() override { table_.erase(where_.at()); }
+
+ private:
+  Locator where_;
+  heap::StateTable& table_;
+  const internal::StateType& type_;
+  heap::SlotHint hint_;
+};
+
+class HeapListStorage final : public internal::ListStorage {
+ public:
+  HeapListStorage(HashMapKeyedStateBackend& backend, heap::StateTable& table)
+      : where_{backend, {}},
+        table_(table),
+        list_(static_cast<const internal::ListType&>(table.storedType())) {}
+  void setNamespace(std::string_view ns) override { where_.key.setNamespace(ns); }
+  internal::ElementSpan get() override {
+    const auto* v = static_cast<const internal::ErasedVector*>(table_.find(where_.at()));
+    if (v == nullptr) return {};
+    return {v->data, v->size};
+  }
+  void add(const void* element) override {
+    list_.pushBack(table_.getOrInsert(where_.at()), element);
+  }
+  void addAll(const void* elements, size_t count) override {
+    if (count == 0) return;
+    list_.appendCopies(table_.getOrInsert(where_.at()), elements, count);
+  }
+  void update(const void* elements, size_t count) override {
+    if (count == 0) {
+      clear();
+      return;
+    }
+    void* list = table_.getOrInsert(where_.at());
+    list_.clear(list);
+    list_.appendCopies(list, elements, count);
+  }
+  void clear() override { table_.erase(where_.at()); }
+  void mergeNamespaces(std::string_view target, const std::vector<std::string>& sources) override {
+    internal::ObjectBuffer merged(list_);
+    for (const std::string& source : sources) {
+      where_.key.setNamespace(source);
+      const heap::Addr a = where_.at();
+      void* from = table_.findMutable(a.group, a.key);
+      if (from == nullptr) continue;
+      list_.appendMoved(merged.get(), from);
+      table_.erase(a);
+    }
+    where_.key.setNamespace(target);
+    if (internal::ListType::size(merged.get()) == 0) return;
+    list_.appendMoved(table_.getOrInsert(where_.at()), merged.get());
+  }
+
+ private:
+  Locator where_;
+  heap::StateTable& table_;
+  const internal::ListType& list_;
+};
+
+// An entry with an empty map is removed, so a key whose last user key was
+// removed has no entry at all (forEachKey does not list it).
+class HeapMapStorage final : public internal::MapStorage {
+ public:
+  HeapMapStorage(HashMapKeyedStateBackend& backend, heap::StateTable& table)
+      : where_{backend, {}},
+        table_(table),
+        map_(static_cast<const internal::MapType&>(table.storedType())) {}
+  void setNamespace(std::string_view ns) override { where_.key.setNamespace(ns); }
+  const void* get(const void* userKey) override {
+    const void* inner = table_.find(where_.at());
+    return inner == nullptr ? nullptr : map_.find(inner, userKey);
+  }
+  void put(const void* userKey, const void* userValue) override {
+    map_.put(table_.getOrInsert(where_.at()), userKey, userValue);
+  }
+  void remove(const void* userKey) override {
+    const heap::Addr a = where_.at();
+    removeFrom(a.group, a.key, userKey);
+  }
+  bool contains(const void* userKey) override { return get(userKey) != nullptr; }
+  bool isEmpty() override {
+    const void* inner = table_.find(where_.at());
+    return inner == nullptr || internal::MapType::size(inner) == 0;
+  }
+  void clear() override { table_.erase(where_.at()); }
+
+  // Iterates a copy of the entries taken when the iterator is created, so
+  // puts and removes through the state cannot invalidate it; remove()
+  // removes the last returned user key from the live state of the key and
+  // namespace the iterator was created for.
+  std::unique_ptr<internal::MapCursor> iterator() override {
+    const heap::Addr a = where_.at();
+    auto copy = std::make_unique<internal::ObjectBuffer>(map_);
+    if (const void* inner = table_.find(a)) map_.copyAssign(copy->get(), inner);
+    return std::make_unique<Cursor>(*this, a.group, std::string(a.key), std::move(copy));
+  }
+
+ private:
+  class Cursor final : public internal::MapCursor {
+   public:
+    Cursor(HeapMapStorage& storage, size_t group, std::string entryKey,
+           std::unique_ptr<internal::ObjectBuffer> entries)
+        : storage_(storage),
+          group_(group),
+          entryKey_(std::move(entryKey)),
+          entries_(std::move(entries)) {
+      hasNext_ = storage_.map_.advance(entries_->get(), next_);
+    }
+    bool hasNext() override { return hasNext_; }
+    void next(const void*& key, const void*& value) override {
+      if (!hasNext_) throw SluiceException("MapStateIterator::next() called with no entries left");
+      current_ = next_;
+      canRemove_ = true;
+      key = storage_.map_.keyAt(current_);
+      value = storage_.map_.valueAt(current_);
+      hasNext_ = storage_.map_.advance(entries_->get(), next_);
+    }
+    void remove() override {
+      if (!canRemove_) {
+        throw SluiceException("MapStateIterator::remove() must follow a call of next()");
+      }
+      canRemove_ = false;
+      storage_.removeFrom(group_, entryKey_, storage_.map_.keyAt(current_));
+    }
+
+   private:
+    HeapMapStorage& storage_;
+    size_t group_;
+    std::string entryKey_;
+    std::unique_ptr<internal::ObjectBuffer> entries_;
+    internal::MapType::Position next_;
+    internal::MapType::Position current_;
+    bool hasNext_ = false;
+    bool canRemove_ = false;
+  };
+
+  void removeFrom(size_t g, std::string_view key, const void* userKey) {
+    const void* inner = table_.find(g, key);
+    if (inner == nullptr || map_.find(inner, userKey) == nullptr) return;
+    void* mut = table_.findMutable(g, key);
+    map_.erase(mut, userKey);
+    if (internal::MapType::size(mut) == 0) table_.erase(g, key);
+  }
+
+  Locator where_;
+  heap::StateTable& table_;
+  const internal::MapType& map_;
 };
 
 class HeapKeyedStateSnapshot final : public KeyedStateSnapshot {
@@ -176,7 +347,7 @@ void HashMapKeyedStateBackend::forEachKey(
     const size_t n = keyLength(reinterpret_cast<const uint8_t*>(entryKey.data()), entryKey.size());
     keys[g].emplace(entryKey.substr(0, std::min(n, entryKey.size())));
   };
-  if (heap::StateTableBase* table = findTable(stateName)) {
+  if (heap::StateTable* table = findTable(stateName)) {
     table->forEachEntryKey(collect);
   } else if (auto it = restored_.find(stateName); it != restored_.end()) {
     const std::shared_ptr<RestoredEntries> entries = it->second;
@@ -191,13 +362,54 @@ void HashMapKeyedStateBackend::forEachKey(
   }
 }
 
-heap::StateTableBase* HashMapKeyedStateBackend::findTable(const std::string& name) const {
+heap::StateTable& HashMapKeyedStateBackend::table(const StateMetaInfo& meta,
+                                                  heap::TableLayout layout) {
+  if (heap::StateTable* existing = findTable(meta.name)) {
+    if (!existing->layout().sameAs(layout)) failTableType(meta);
+    checkTableMeta(*existing, meta);
+    return *existing;
+  }
+  if (meta.storage() != layout.storage) failTableType(meta);
+  const StateMetaInfo* registered = registeredMeta(meta.name);
+  if (registered == nullptr) {
+    registerStateMeta(meta);
+  } else if (!registered->compatibleWith(meta)) {
+    registerStateMeta(meta);  // throws, naming both
+  }
+  auto table = std::make_unique<heap::StateTable>(params(), meta, std::move(layout), numGroups_);
+  heap::StateTable& result = *table;
+  adoptTable(meta.name, std::move(table));
+  return result;
+}
+
+std::unique_ptr<internal::ValueStorage> HashMapKeyedStateBackend::createValueStorage(
+    const StateMetaInfo& meta, StorageTypes types) {
+  heap::StateTable& t = table(meta, {StateStorage::kValue, types.ns, types.value});
+  return std::make_unique<HeapValueStorage>(*this, t);
+}
+
+std::unique_ptr<internal::ListStorage> HashMapKeyedStateBackend::createListStorage(
+    const StateMetaInfo& meta, StorageTypes types) {
+  heap::StateTable& t = table(
+      meta, {StateStorage::kList, types.ns, std::make_shared<internal::ListType>(types.value)});
+  return std::make_unique<HeapListStorage>(*this, t);
+}
+
+std::unique_ptr<internal::MapStorage> HashMapKeyedStateBackend::createMapStorage(
+    const StateMetaInfo& meta, StorageTypes types) {
+  heap::StateTable& t =
+      table(meta, {StateStorage::kMap, types.ns,
+                   std::make_shared<internal::MapType>(types.userKey, types.value)});
+  return std::make_unique<HeapMapStorage>(*this, t);
+}
+
+heap::StateTable* HashMapKeyedStateBackend::findTable(const std::string& name) const {
   auto it = tables_.find(name);
   return it == tables_.end() ? nullptr : it->second.get();
 }
 
 void HashMapKeyedStateBackend::adoptTable(const std::string& name,
-                                          std::unique_ptr<heap::StateTableBase> table) {
+                                          std::unique_ptr<heap::StateTable> table) {
   auto it = restored_.find(name);
   if (it != restored_.end()) {
     const std::shared_ptr<RestoredEntries> entries = it->second;
@@ -218,7 +430,7 @@ void HashMapKeyedStateBackend::adoptTable(const std::string& name,
   tables_.emplace(name, std::move(table));
 }
 
-void HashMapKeyedStateBackend::checkTableMeta(const heap::StateTableBase& table,
+void HashMapKeyedStateBackend::checkTableMeta(const heap::StateTable& table,
                                               const StateMetaInfo& meta) const {
   if (!table.meta().compatibleWith(meta)) {
     throw StateMigrationException("state '" + meta.name + "' of " + params().operatorName +
@@ -240,3 +452,23 @@ void HashMapKeyedStateBackend::failNoCurrentKey() const {
 }
 
 }  // namespace sluice
+
+namespace sluice::internal {
+
+namespace {
+
+class HashMapBackendFactory final : public KeyedStateBackendFactory {
+ public:
+  const char* name() const override { return "hashmap"; }
+  std::unique_ptr<KeyedStateBackend> create(KeyedBackendParams params) const override {
+    return std::make_unique<HashMapKeyedStateBackend>(std::move(params));
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<KeyedStateBackendFactory> makeHashMapBackendFactory() {
+  return std::make_unique<HashMapBackendFactory>();
+}
+
+}  // namespace sluice::internal

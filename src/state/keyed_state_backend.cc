@@ -3,13 +3,14 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <mutex>
 #include <set>
 #include <string>
 #include <utility>
 
-#include <sluice/state/heap_state.h>
 #include <sluice/state/keyed_state_backend.h>
-#include <sluice/state/rocksdb_state.h>
+
+#include "state/backend_factories.h"
 
 namespace sluice {
 
@@ -63,13 +64,74 @@ const char* stateKindName(StateKind kind) {
 }
 
 StateBackendType parseStateBackendType(std::string_view text) {
+  const std::string name = keyedStateBackendFactory(text).name();
+  if (name == "rocksdb") return StateBackendType::kRocksDb;
+  if (name == "hashmap") return StateBackendType::kHashMap;
+  throw SluiceException("state.backend.type '" + std::string(text) +
+                        "' is not one of the built-in backends 'hashmap' and 'rocksdb'");
+}
+
+// ---------------------------------------------------------------------------
+// The registry of backend factories
+
+namespace {
+
+std::string lowerCase(std::string_view text) {
   std::string lower(text);
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (lower == "hashmap") return StateBackendType::kHashMap;
-  if (lower == "rocksdb") return StateBackendType::kRocksDb;
-  throw SluiceException("invalid value '" + std::string(text) +
-                        "' for state.backend.type: accepted values are 'hashmap' and 'rocksdb'");
+  return lower;
+}
+
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, std::unique_ptr<KeyedStateBackendFactory>> factories;
+};
+
+Registry& registry() {
+  static Registry* r = [] {
+    auto* reg = new Registry();  // never destroyed: factories outlive every backend
+    for (auto& f : internal::builtinKeyedStateBackendFactories()) {
+      reg->factories.emplace(f->name(), std::move(f));
+    }
+    return reg;
+  }();
+  return *r;
+}
+
+}  // namespace
+
+const KeyedStateBackendFactory& keyedStateBackendFactory(std::string_view name) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  auto it = r.factories.find(lowerCase(name));
+  if (it != r.factories.end()) return *it->second;
+  std::string accepted;
+  size_t i = 0;
+  for (const auto& entry : r.factories) {
+    accepted += i == 0 ? "" : (i + 1 == r.factories.size() ? " and " : ", ");
+    accepted += "'" + entry.first + "'";
+    ++i;
+  }
+  throw SluiceException("invalid value '" + std::string(name) +
+                        "' for state.backend.type: accepted values are " + accepted);
+}
+
+std::vector<std::string> keyedStateBackendNames() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  std::vector<std::string> names;
+  for (const auto& [n, f] : r.factories) names.push_back(n);
+  return names;
+}
+
+void registerKeyedStateBackendFactory(std::unique_ptr<KeyedStateBackendFactory> factory) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  const std::string name = lowerCase(factory->name());
+  if (!r.factories.emplace(name, std::move(factory)).second) {
+    throw SluiceException("a state backend named '" + name + "' is already registered");
+  }
 }
 
 const char* stateBackendTypeName(StateBackendType type) {
@@ -166,15 +228,25 @@ void KeyedStateBackend::failKeyGroup(int32_t keyGroup) const {
                         " (was the key changed after keyBy, or is hashCode not deterministic?)");
 }
 
+std::unique_ptr<StateSnapshotWriter> KeyedStateBackend::nativeSnapshot(int64_t) { return nullptr; }
+
+void KeyedStateBackend::restoreNative(const std::vector<KeyedStateHandleRef>&) {
+  throw SluiceException("operator '" + params_.operatorName +
+                        "' restores from an incremental RocksDB checkpoint, which only the "
+                        "rocksdb state backend can read (this operator's backend is '" +
+                        name() +
+                        "'); set state.backend.type: rocksdb, or restore from a savepoint "
+                        "(savepoints are canonical)");
+}
+
 std::unique_ptr<KeyedStateBackend> createKeyedStateBackend(StateBackendType type,
                                                            KeyedBackendParams params) {
-  switch (type) {
-    case StateBackendType::kHashMap:
-      return std::make_unique<HashMapKeyedStateBackend>(std::move(params));
-    case StateBackendType::kRocksDb:
-      return std::make_unique<RocksDbKeyedStateBackend>(std::move(params));
-  }
-  throw SluiceException("unknown state backend type " + std::to_string(static_cast<int>(type)));
+  return createKeyedStateBackend(stateBackendTypeName(type), std::move(params));
+}
+
+std::unique_ptr<KeyedStateBackend> createKeyedStateBackend(std::string_view name,
+                                                           KeyedBackendParams params) {
+  return keyedStateBackendFactory(name).create(std::move(params));
 }
 
 }  // namespace sluice

@@ -1,3 +1,5 @@
+#include "state/rocksdb_keyed_backend.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -20,8 +22,6 @@
 #include <rocksdb/unique_id.h>
 #include <rocksdb/utilities/checkpoint.h>
 #include <rocksdb/write_batch.h>
-
-#include <sluice/state/rocksdb_state.h>
 
 #include "core/logging.h"
 #include "state/rocksdb_util.h"

@@ -517,6 +517,39 @@ void CanonicalSnapshotReader::forEachEntry(KeyGroupRange range, const EntryFn& f
 // ---------------------------------------------------------------------------
 // TTL helpers
 
+bool ListValueReader::next(std::string_view& element, std::string_view* whole) {
+  if (pos_ == value_.size()) return false;
+  if (value_.size() - pos_ < 4) {
+    throw SerializationError("truncated list element length at byte offset " +
+                             std::to_string(pos_) + " of a list value of " +
+                             std::to_string(value_.size()) + " bytes");
+  }
+  const auto* p = reinterpret_cast<const uint8_t*>(value_.data() + pos_);
+  const uint32_t len = static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
+                       (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
+  if (len > value_.size() - pos_ - 4) {
+    throw SerializationError("list element length " + std::to_string(len) +
+                             " exceeds the bytes that remain at byte offset " +
+                             std::to_string(pos_) + " of a list value of " +
+                             std::to_string(value_.size()) + " bytes");
+  }
+  element = value_.substr(pos_ + 4, len);
+  if (whole != nullptr) *whole = value_.substr(pos_, 4 + len);
+  pos_ += 4 + len;
+  return true;
+}
+
+size_t beginListElement(std::vector<uint8_t>& out) {
+  const size_t begin = out.size();
+  out.resize(begin + 4);
+  return begin;
+}
+
+void endListElement(std::vector<uint8_t>& out, size_t begin) {
+  const auto len = static_cast<uint32_t>(out.size() - begin - 4);
+  for (int i = 0; i < 4; ++i) out[begin + i] = static_cast<uint8_t>(len >> (8 * i));
+}
+
 namespace ttl {
 
 int64_t timestampOf(std::string_view ttlValue) {
@@ -536,24 +569,9 @@ bool keepEntry(const StateMetaInfo& meta, std::string_view value, int64_t now, s
   }
   // A list: [u32 len][element] ..., each element starting with its timestamp.
   auto forEachElement = [&](auto&& f) {
-    size_t pos = 0;
-    while (pos < value.size()) {
-      if (value.size() - pos < 4) {
-        throw SerializationError("truncated list element length at byte offset " +
-                                 std::to_string(pos) + " of a list value");
-      }
-      const auto* p = reinterpret_cast<const uint8_t*>(value.data() + pos);
-      const uint32_t len = static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
-                           (static_cast<uint32_t>(p[2]) << 16) |
-                           (static_cast<uint32_t>(p[3]) << 24);
-      if (len > value.size() - pos - 4) {
-        throw SerializationError("list element length " + std::to_string(len) +
-                                 " exceeds the bytes that remain at byte offset " +
-                                 std::to_string(pos) + " of a list value");
-      }
-      f(value.substr(pos, 4 + len), value.substr(pos + 4, len));
-      pos += 4 + len;
-    }
+    ListValueReader reader(value);
+    std::string_view element, whole;
+    while (reader.next(element, &whole)) f(whole, element);
   };
   size_t total = 0;
   size_t live = 0;

@@ -18,6 +18,21 @@ namespace sluice {
 inline constexpr int64_t kMinTimestamp = std::numeric_limits<int64_t>::min();
 inline constexpr int64_t kMaxTimestamp = std::numeric_limits<int64_t>::max();
 
+namespace internal {
+// Timestamp arithmetic that saturates at the int64 limits instead of
+// overflowing (window ends and cleanup times near the limits).
+inline int64_t saturatingAdd(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) return b > 0 ? kMaxTimestamp : kMinTimestamp;
+  return r;
+}
+inline int64_t saturatingSub(int64_t a, int64_t b) {
+  int64_t r;
+  if (__builtin_sub_overflow(a, b, &r)) return b > 0 ? kMinTimestamp : kMaxTimestamp;
+  return r;
+}
+}  // namespace internal
+
 // A value and its event timestamp. Operators receive records by const
 // reference; the producer owns the record and may reuse it for the next value.
 template <class T>
@@ -46,6 +61,9 @@ struct Watermark {
   static constexpr Watermark max() { return Watermark{kMaxTimestamp}; }
   friend bool operator==(const Watermark&, const Watermark&) = default;
 };
+
+// Which clock a timer follows (Flink's spelling, which users search for).
+enum class TimeDomain : uint8_t { EVENT_TIME = 0, PROCESSING_TIME = 1 };
 
 // An input that is idle is excluded from the minimum an input gate forwards.
 enum class WatermarkStatus : uint8_t { kActive = 0, kIdle = 1 };

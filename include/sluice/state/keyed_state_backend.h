@@ -8,10 +8,16 @@
 // RocksDB use the bytes as they are: [key group, 2 bytes big-endian | key |
 // namespace], so a key-group range is one contiguous scan.
 //
-// Two implementations: HashMapKeyedStateBackend (heap tables per key group,
-// copy-on-write for asynchronous snapshots, heap_state.h) and
-// RocksDbKeyedStateBackend (one column family per state, rocksdb_state.h).
-// createKeyedStateBackend() picks one from `state.backend.type`.
+// The backend does not know the state's types either: it stores objects
+// described by StateTypes (state_type.h) in storages (state_storage.h), and
+// the typed states a user sees are thin front ends over those
+// (internal/keyed_state.h), so a backend is compiled once, in src/state.
+//
+// Backends are chosen by name (`state.backend.type`) from a registry of
+// KeyedStateBackendFactory: "hashmap" (heap tables per key group,
+// copy-on-write for asynchronous snapshots) and "rocksdb" (one column family
+// per state). A new backend is a new factory in src/state plus one line in
+// the registry; nothing user-facing changes.
 //
 // Threading: task thread only, except that the KeyedStateSnapshot returned
 // by snapshot() may be written on any thread while the task goes on.
@@ -30,11 +36,15 @@
 
 #include <sluice/core/clock.h>
 #include <sluice/core/key_hash.h>
+#include <sluice/graph/operator.h>
 #include <sluice/state/snapshot.h>
 #include <sluice/state/state.h>
+#include <sluice/state/state_storage.h>
+#include <sluice/state/state_type.h>
 
 namespace sluice {
 
+// The built-in backends, for StreamExecutionEnvironment::setStateBackend.
 enum class StateBackendType : uint8_t { kHashMap, kRocksDb };
 
 // "hashmap" or "rocksdb" (case-insensitive); anything else throws a
@@ -46,8 +56,6 @@ const char* stateBackendTypeName(StateBackendType type);
 // Shared by the RocksDB backends of one slot: one block cache and one write
 // buffer manager sized from the slot's managed memory. Opaque here.
 class RocksDbSharedResources;
-std::shared_ptr<RocksDbSharedResources> createRocksDbSharedResources(
-    int64_t managedMemoryBytes, double writeBufferRatio = 0.5, double highPriorityPoolRatio = 0.1);
 
 struct KeyedBackendParams {
   // For error messages and the RocksDB working directory name.
@@ -87,7 +95,8 @@ class KeyedStateBackend {
   KeyedStateBackend(const KeyedStateBackend&) = delete;
   KeyedStateBackend& operator=(const KeyedStateBackend&) = delete;
 
-  virtual StateBackendType type() const = 0;
+  // The backend's registered name ("hashmap", "rocksdb").
+  virtual const char* name() const = 0;
   const KeyedBackendParams& params() const { return params_; }
   const KeyGroupRange& keyGroupRange() const { return params_.keyGroupRange; }
   const Clock& clock() const { return *params_.clock; }
@@ -133,10 +142,39 @@ class KeyedStateBackend {
   // directory). Idempotent; the destructor calls it.
   virtual void dispose() = 0;
 
+  // A native snapshot for incremental checkpoint `checkpointId` (RocksDB's
+  // own files), or null when the backend has no native format; the caller
+  // then takes snapshot().
+  virtual std::unique_ptr<StateSnapshotWriter> nativeSnapshot(int64_t checkpointId);
+  // Loads this backend's key groups from stored native snapshots, before any
+  // state is registered. The default refuses, naming the backend.
+  virtual void restoreNative(const std::vector<KeyedStateHandleRef>& handles);
+
+  // --- storage of states, used by internal/keyed_state.h ---------------------
+  //
+  // The storage of state `meta.name`, after checking `meta` against the state
+  // registered or restored under that name (throws StateMigrationException
+  // naming both when they differ). The types describe the namespace and the
+  // stored objects: the value, the list element, the map's user key (a
+  // MapKeyType) and value; with TTL, the stored types are TTL-wrapped
+  // (TtlType). Storages keep their types alive and must not be used after
+  // dispose().
+  struct StorageTypes {
+    std::shared_ptr<const internal::StateType> ns;
+    std::shared_ptr<const internal::StateType> value;    // value, element, user value
+    std::shared_ptr<const internal::StateType> userKey;  // map state only
+  };
+  virtual std::unique_ptr<internal::ValueStorage> createValueStorage(const StateMetaInfo& meta,
+                                                                     StorageTypes types) = 0;
+  virtual std::unique_ptr<internal::ListStorage> createListStorage(const StateMetaInfo& meta,
+                                                                   StorageTypes types) = 0;
+  virtual std::unique_ptr<internal::MapStorage> createMapStorage(const StateMetaInfo& meta,
+                                                                 StorageTypes types) = 0;
+
   // Names of the states registered or restored so far.
   std::vector<std::string> stateNames() const;
 
-  // --- used by keyed_state.h ------------------------------------------------
+  // --- used by internal/keyed_state.h ---------------------------------------
 
   // Before a state is created: checks `meta` against the state of the same
   // name restored from a snapshot, if any, and remembers it. Throws
@@ -145,7 +183,7 @@ class KeyedStateBackend {
   void registerStateMeta(const StateMetaInfo& meta);
   const StateMetaInfo* registeredMeta(const std::string& name) const;
 
-  // The user-level state objects, one per name (see keyed_state.h).
+  // The user-level state objects, one per name (see internal/keyed_state.h).
   struct StateHolderBase {
     virtual ~StateHolderBase() = default;
     const std::type_info* type = nullptr;
@@ -177,8 +215,61 @@ class StateMigrationException : public SluiceException {
   using SluiceException::SluiceException;
 };
 
-// Creates the backend `type` names.
+namespace internal {
+// Creating the storage of a state from its descriptor (what
+// internal/keyed_state.h's typed front ends call; src/state): registers the
+// state's meta (with TTL when the descriptor asks for it) and creates its
+// storage in `backend`, TTL-decorated when needed. `types` are the user's.
+std::unique_ptr<ValueStorage> createValueStorage(KeyedStateBackend& backend,
+                                                 const StateDescriptorBase& desc,
+                                                 KeyedStateBackend::StorageTypes types);
+std::unique_ptr<ListStorage> createListStorage(KeyedStateBackend& backend,
+                                               const StateDescriptorBase& desc,
+                                               KeyedStateBackend::StorageTypes types);
+std::unique_ptr<MapStorage> createMapStorage(KeyedStateBackend& backend,
+                                             const StateDescriptorBase& desc,
+                                             KeyedStateBackend::StorageTypes types);
+// Throws the "one name must keep one kind and type" error.
+[[noreturn]] void failStateType(const std::string& name, const std::string& registeredAs,
+                                const std::string& requestedAs);
+
+// The backend of an operator subtask: the factory `state.backend.type` names,
+// configured from the job and the slot, restored from `restore` (canonical or
+// native snapshots) when it is not null.
+std::unique_ptr<KeyedStateBackend> createKeyedBackendFor(OperatorContext& context,
+                                                         KeyedBackendParams params,
+                                                         const OperatorStateRestore* restore);
+// Adapts a backend snapshot to the runtime's writer interface.
+std::unique_ptr<StateSnapshotWriter> adaptSnapshot(std::unique_ptr<KeyedStateSnapshot> snapshot);
+}  // namespace internal
+
+// Creates a backend of one kind. Registered once per process by name.
+class KeyedStateBackendFactory {
+ public:
+  virtual ~KeyedStateBackendFactory() = default;
+  // Lower case, as `state.backend.type` spells it.
+  virtual const char* name() const = 0;
+  // Completes `params` for an operator subtask from the job's configuration
+  // and its slot (working directory, managed memory, shared caches).
+  virtual void configure(KeyedBackendParams& params, OperatorContext& context) const {
+    (void)params;
+    (void)context;
+  }
+  virtual std::unique_ptr<KeyedStateBackend> create(KeyedBackendParams params) const = 0;
+};
+
+// The factory registered as `name` (case-insensitive). Throws SluiceException
+// naming `state.backend.type`, the value and the registered names.
+const KeyedStateBackendFactory& keyedStateBackendFactory(std::string_view name);
+// Registered names, sorted.
+std::vector<std::string> keyedStateBackendNames();
+// Adds a factory (e.g. a test's); a name registered twice throws.
+void registerKeyedStateBackendFactory(std::unique_ptr<KeyedStateBackendFactory> factory);
+
+// Creates the backend `type` names, from `params` alone.
 std::unique_ptr<KeyedStateBackend> createKeyedStateBackend(StateBackendType type,
+                                                           KeyedBackendParams params);
+std::unique_ptr<KeyedStateBackend> createKeyedStateBackend(std::string_view name,
                                                            KeyedBackendParams params);
 
 }  // namespace sluice

@@ -138,6 +138,25 @@ class CanonicalSnapshotReader {
   std::unique_ptr<Impl> impl_;
 };
 
+// The list value layout (above): elements as [u32 little-endian length |
+// element bytes]. The one codec every backend and the snapshot code use.
+class ListValueReader {
+ public:
+  explicit ListValueReader(std::string_view value) : value_(value) {}
+  // The next element's bytes, and in `whole` the same with its length
+  // prefix; false at the end. Throws SerializationError naming the byte
+  // offset when the value is truncated.
+  bool next(std::string_view& element, std::string_view* whole = nullptr);
+
+ private:
+  std::string_view value_;
+  size_t pos_ = 0;
+};
+// Writing one element: beginListElement() reserves its length, the caller
+// appends the element's bytes, endListElement() fills the length in.
+size_t beginListElement(std::vector<uint8_t>& out);
+void endListElement(std::vector<uint8_t>& out, size_t begin);
+
 // Time-to-live helpers on stored bytes (see the layout above), shared by the
 // snapshot writers and RocksDB's compaction filter.
 namespace ttl {

@@ -37,7 +37,7 @@
 #include <sluice/datastream.h>
 #include <sluice/environment.h>
 #include <sluice/file_sink.h>
-#include <sluice/operators.h>
+#include <sluice/internal/operators.h>
 
 #include "unit/api/operator_harness.h"
 

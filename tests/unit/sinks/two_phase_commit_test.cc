@@ -22,7 +22,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <sluice/operators.h>
+#include <sluice/internal/operators.h>
 #include <sluice/sinks.h>
 #include <sluice/two_phase_commit.h>
 

@@ -24,12 +24,11 @@
 #include <sluice/core/clock.h>
 #include <sluice/core/key_hash.h>
 #include <sluice/core/serializer.h>
-#include <sluice/state/heap_state.h>
-#include <sluice/state/keyed_state.h>
+#include <sluice/internal/keyed_state.h>
 #include <sluice/state/keyed_state_backend.h>
 #include <sluice/state/snapshot.h>
-#include <sluice/state/ttl.h>
 
+#include "state/heap_state.h"
 #include "unit/state/state_test_util.h"
 
 namespace sluice {
@@ -195,9 +194,8 @@ TEST(HeapBackendTest, ValueStateGetUpdateClearArePerKey) {
 
 TEST(HeapBackendTest, ValueStateOfStringsWithStringKeys) {
   HashMapKeyedStateBackend backend(paramsFor<std::string>(kAllGroups));
-  HeapValueState<VoidNamespace, std::string> state(
-      backend,
-      internal::makeMeta<VoidNamespace, std::string>(ValueStateDescriptor<std::string>("s")));
+  auto& state =
+      getOrCreateValueState<VoidNamespace>(backend, ValueStateDescriptor<std::string>("s"));
   const std::string longKey(100, 'x');  // longer than 8 bytes and than SSO
   setKey(backend, longKey);
   state.update("long");
@@ -397,11 +395,9 @@ TEST(HeapBackendTest, StateObjectsAreSharedByNameAndTypeChecked) {
   EXPECT_THROW(
       getOrCreateValueState<VoidNamespace>(*backend, ValueStateDescriptor<std::string>("x")),
       SluiceException);
-  // Direct construction over an existing name with other types is refused too.
-  EXPECT_THROW(
-      (HeapListState<VoidNamespace, int64_t>(
-          *backend, internal::makeMeta<VoidNamespace, int64_t>(ListStateDescriptor<int64_t>("x")))),
-      SluiceException);
+  // Another kind of state under an existing name is refused too.
+  EXPECT_THROW(getOrCreateListState<VoidNamespace>(*backend, ListStateDescriptor<int64_t>("x")),
+               SluiceException);
   EXPECT_EQ(backend->stateNames(), std::vector<std::string>{"x"});
 }
 
@@ -696,8 +692,11 @@ TEST(HeapBackendTest, RestoreAfterRegistrationIsRefused) {
 // Builds a snapshot with one value state "v" of int64 whose single entry has
 // the given value bytes.
 std::shared_ptr<const std::string> handWrittenSnapshot(int64_t key, std::string_view value) {
-  StateMetaInfo meta =
-      internal::makeMeta<VoidNamespace, int64_t>(ValueStateDescriptor<int64_t>("v"));
+  StateMetaInfo meta;
+  meta.name = "v";
+  meta.kind = StateKind::kValue;
+  meta.namespaceSchema = TypeSerializer<VoidNamespace>::schema();
+  meta.valueSchema = TypeSerializer<int64_t>::schema();
   std::ostringstream out;
   CanonicalSnapshotWriter writer(out, "int64", 128, kAllGroups, {meta});
   const std::vector<uint8_t> k = testKeyBytes(key);
@@ -770,54 +769,67 @@ TEST(HeapBackendTest, ExpiredEntriesAreLeftOutOfSnapshotsWithFullSnapshotCleanup
   MapStateDescriptor<int64_t, int64_t> mapDesc("tm");
   mapDesc.enableTimeToLive(
       StateTtlConfig::newBuilder(std::chrono::milliseconds(100)).cleanupFullSnapshot().build());
-  // The storage primitives themselves, so the timestamps are set by hand.
-  HeapValueState<VoidNamespace, TtlValue<int64_t>> value(
-      *backend, internal::makeMeta<VoidNamespace, int64_t>(valueDesc));
-  HeapListState<VoidNamespace, TtlValue<int64_t>> list(
-      *backend, internal::makeMeta<VoidNamespace, int64_t>(listDesc));
-  HeapMapState<VoidNamespace, int64_t, TtlValue<int64_t>> map(
-      *backend, internal::makeMeta<VoidNamespace, int64_t>(mapDesc, "int64"));
+  auto& value = getOrCreateValueState<VoidNamespace>(*backend, valueDesc);
+  auto& list = getOrCreateListState<VoidNamespace>(*backend, listDesc);
+  auto& map = getOrCreateMapState<VoidNamespace>(*backend, mapDesc);
+  // Keys 0 and 1 last written at 850 (expired at 1000), 2 and 3 at 950;
+  // the first list element and map entry 1 of every key at 850.
+  clock.setCurrentTime(850);
   for (int64_t k = 0; k < 4; ++k) {
     setKey(*backend, k);
-    // Keys 0 and 1 last accessed at 850 (expired at 1000), 2 and 3 at 950.
-    const int64_t ts = k < 2 ? 850 : 950;
-    value.update({k, ts});
-    list.add({k, 850});
-    list.add({k + 10, ts});
-    map.put(1, {k, 850});
-    map.put(2, {k, ts});
+    list.add(k);
+    map.put(1, k);
+    if (k < 2) {
+      value.update(k);
+      list.add(k + 10);
+      map.put(2, k);
+    }
   }
+  clock.setCurrentTime(950);
+  for (int64_t k = 2; k < 4; ++k) {
+    setKey(*backend, k);
+    value.update(k);
+    list.add(k + 10);
+    map.put(2, k);
+  }
+  clock.setCurrentTime(1000);
   auto bytes = snapshotBytes(*backend);
 
-  ManualClock early(0);
-  auto restored = newBackend(kAllGroups, &early);
+  // Restored where the clock reads 1049: what was kept was written at 950
+  // and expires at 1050, so the timestamps survived the snapshot.
+  ManualClock later(1049);
+  auto restored = newBackend(kAllGroups, &later);
   restoreFrom(*restored, bytes);
-  HeapValueState<VoidNamespace, TtlValue<int64_t>> rv(
-      *restored, internal::makeMeta<VoidNamespace, int64_t>(valueDesc));
-  HeapListState<VoidNamespace, TtlValue<int64_t>> rl(
-      *restored, internal::makeMeta<VoidNamespace, int64_t>(listDesc));
-  HeapMapState<VoidNamespace, int64_t, TtlValue<int64_t>> rm(
-      *restored, internal::makeMeta<VoidNamespace, int64_t>(mapDesc, "int64"));
+  auto& rv = getOrCreateValueState<VoidNamespace>(*restored, valueDesc);
+  auto& rl = getOrCreateListState<VoidNamespace>(*restored, listDesc);
+  auto& rm = getOrCreateMapState<VoidNamespace>(*restored, mapDesc);
   EXPECT_EQ(keysOf<int64_t>(*restored, "tv"), (std::set<int64_t>{2, 3}));
   EXPECT_EQ(keysOf<int64_t>(*restored, "tl"), (std::set<int64_t>{2, 3}));
   EXPECT_EQ(keysOf<int64_t>(*restored, "tm"), (std::set<int64_t>{2, 3}));
   for (int64_t k = 2; k < 4; ++k) {
     setKey(*restored, k);
-    EXPECT_EQ(rv.value(), (TtlValue<int64_t>{k, 950}));
-    EXPECT_EQ(rl.get(), (std::vector<TtlValue<int64_t>>{{k + 10, 950}}))
-        << "only the unexpired element";
+    EXPECT_EQ(rv.value(), k);
+    EXPECT_EQ(rl.get(), (std::vector<int64_t>{k + 10})) << "only the unexpired element";
     EXPECT_FALSE(rm.contains(1));
-    EXPECT_EQ(rm.get(2), (TtlValue<int64_t>{k, 950}));
+    EXPECT_EQ(rm.get(2), k);
+  }
+  later.setCurrentTime(1050);
+  for (int64_t k = 2; k < 4; ++k) {
+    setKey(*restored, k);
+    EXPECT_EQ(rv.value(), std::nullopt) << "written at 950, expired at 1050";
+    EXPECT_EQ(rl.get(), std::vector<int64_t>{});
+    EXPECT_FALSE(rm.contains(2));
   }
 
   // Without the cleanup flag everything is kept.
   ValueStateDescriptor<int64_t> keepDesc("keep");
   keepDesc.enableTimeToLive(StateTtlConfig::newBuilder(std::chrono::milliseconds(100)).build());
-  auto other = newBackend(kAllGroups, &clock);
-  HeapValueState<VoidNamespace, TtlValue<int64_t>> keep(
-      *other, internal::makeMeta<VoidNamespace, int64_t>(keepDesc));
+  ManualClock zero(0);
+  auto other = newBackend(kAllGroups, &zero);
+  auto& keep = getOrCreateValueState<VoidNamespace>(*other, keepDesc);
   setKey(*other, int64_t{0});
-  keep.update({1, 0});
+  keep.update(1);
+  zero.setCurrentTime(1000);
   auto restoredKeep = newBackend();
   restoreFrom(*restoredKeep, snapshotBytes(*other));
   EXPECT_EQ(keysOf<int64_t>(*restoredKeep, "keep"), std::set<int64_t>{0});
@@ -846,7 +858,7 @@ TEST(HeapBackendTest, ParseStateBackendTypeAcceptsBothNamesInAnyCase) {
 TEST(HeapBackendTest, CreateKeyedStateBackendMakesAHashMapBackend) {
   auto backend = createKeyedStateBackend(StateBackendType::kHashMap,
                                          paramsFor<int64_t>(KeyGroupRange{0, 127}));
-  EXPECT_EQ(backend->type(), StateBackendType::kHashMap);
+  EXPECT_STREQ(backend->name(), "hashmap");
   EXPECT_NE(dynamic_cast<HashMapKeyedStateBackend*>(backend.get()), nullptr);
 }
 

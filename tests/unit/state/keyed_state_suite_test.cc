@@ -21,7 +21,7 @@
 
 #include <gtest/gtest.h>
 
-#include <sluice/state/keyed_state.h>
+#include <sluice/internal/keyed_state.h>
 
 #include "unit/state/state_test_util.h"
 

@@ -30,16 +30,40 @@
 #include <sluice/core/clock.h>
 #include <sluice/core/key_hash.h>
 #include <sluice/core/serializer.h>
-#include <sluice/state/heap_state.h>
-#include <sluice/state/keyed_state.h>
+#include <sluice/internal/keyed_state.h>
 #include <sluice/state/keyed_state_backend.h>
-#include <sluice/state/rocksdb_state.h>
 #include <sluice/state/snapshot.h>
-#include <sluice/state/ttl.h>
+#include <sluice/state/state_type.h>
 
+#include "state/heap_state.h"
+#include "state/rocksdb_keyed_backend.h"
 #include "unit/state/state_test_util.h"
 
 namespace sluice {
+
+// What a TTL state stores: the last access time, then the value (the wire
+// format of the TTL decorators), so tests can write timestamps by hand.
+template <class T>
+struct TtlValue {
+  T value{};
+  int64_t lastAccessTimestamp = 0;
+  bool operator==(const TtlValue&) const = default;
+};
+
+template <class T>
+struct TypeSerializer<TtlValue<T>> {
+  static constexpr size_t kMinEncodedSize = 8;
+  static void serialize(const TtlValue<T>& v, DataOutputView& out) {
+    out.writeI64(v.lastAccessTimestamp);
+    TypeSerializer<T>::serialize(v.value, out);
+  }
+  static void deserialize(TtlValue<T>& into, DataInputView& in) {
+    into.lastAccessTimestamp = in.readI64();
+    TypeSerializer<T>::deserialize(into.value, in);
+  }
+  static std::string schema() { return "ttl<" + TypeSerializer<T>::schema() + ">"; }
+};
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -698,9 +722,69 @@ std::unique_ptr<S> rawState(RocksDbKeyedStateBackend& backend, const StateMetaIn
   return std::make_unique<S>(backend, meta);
 }
 
-using RawValue = RocksDbValueState<VoidNamespace, TtlValue<int64_t>>;
-using RawList = RocksDbListState<VoidNamespace, TtlValue<int64_t>>;
-using RawMap = RocksDbMapState<VoidNamespace, int64_t, TtlValue<int64_t>>;
+using Stamped = TtlValue<int64_t>;
+KeyedStateBackend::StorageTypes stampedTypes(bool map = false) {
+  return {internal::sharedStateTypeOf<VoidNamespace>(), internal::sharedStateTypeOf<Stamped>(),
+          map ? internal::sharedMapKeyTypeOf<int64_t>() : nullptr};
+}
+
+// The storages under the TTL decorators, typed by hand.
+class RawValue {
+ public:
+  RawValue(KeyedStateBackend& backend, const StateMetaInfo& meta)
+      : storage_(backend.createValueStorage(meta, stampedTypes())) {
+    storage_->setNamespace({});
+  }
+  void update(const Stamped& v) { storage_->put(&v); }
+  std::optional<Stamped> value() {
+    const void* v = storage_->get();
+    return v == nullptr ? std::nullopt : std::optional(*static_cast<const Stamped*>(v));
+  }
+
+ private:
+  std::unique_ptr<internal::ValueStorage> storage_;
+};
+
+class RawList {
+ public:
+  RawList(KeyedStateBackend& backend, const StateMetaInfo& meta)
+      : storage_(backend.createListStorage(meta, stampedTypes())) {
+    storage_->setNamespace({});
+  }
+  void add(const Stamped& v) { storage_->add(&v); }
+  void addAll(const std::vector<Stamped>& v) { storage_->addAll(v.data(), v.size()); }
+  std::vector<Stamped> get() {
+    const internal::ElementSpan span = storage_->get();
+    const auto* first = static_cast<const Stamped*>(span.data);
+    return std::vector<Stamped>(first, first + span.size);
+  }
+
+ private:
+  std::unique_ptr<internal::ListStorage> storage_;
+};
+
+class RawMap {
+ public:
+  RawMap(KeyedStateBackend& backend, const StateMetaInfo& meta)
+      : storage_(backend.createMapStorage(meta, stampedTypes(true))) {
+    storage_->setNamespace({});
+  }
+  void put(int64_t key, const Stamped& v) { storage_->put(&key, &v); }
+  std::map<int64_t, Stamped> entries() {
+    std::map<int64_t, Stamped> out;
+    auto cursor = storage_->iterator();
+    while (cursor->hasNext()) {
+      const void* k = nullptr;
+      const void* v = nullptr;
+      cursor->next(k, v);
+      out.emplace(*static_cast<const int64_t*>(k), *static_cast<const Stamped*>(v));
+    }
+    return out;
+  }
+
+ private:
+  std::unique_ptr<internal::MapStorage> storage_;
+};
 
 TEST(RocksDbBackend, TtlCompactionFilterDropsExpiredEntries) {
   TempDir dir;

@@ -34,12 +34,12 @@
 
 #include <sluice/core/clock.h>
 #include <sluice/core/serializer.h>
-#include <sluice/state/keyed_state.h>
+#include <sluice/internal/keyed_state.h>
 #include <sluice/state/keyed_state_backend.h>
-#include <sluice/state/rocksdb_state.h>
 #include <sluice/state/snapshot.h>
 #include <sluice/state/state.h>
 
+#include "state/rocksdb_keyed_backend.h"
 #include "unit/state/state_test_util.h"
 
 namespace sluice {

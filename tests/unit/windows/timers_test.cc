@@ -14,6 +14,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sluice/internal/timer_service.h>
 #include <sluice/sluice.h>
 
 #include "unit/api/operator_harness.h"

@@ -19,20 +19,6 @@
 
 namespace sluice::internal {
 
-// Builds the backend for `context`'s subtask (untyped part, src/api).
-std::unique_ptr<KeyedStateBackend> createKeyedBackendFor(OperatorContext& context,
-                                                         KeyedBackendParams params,
-                                                         const OperatorStateRestore* restore);
-
-// Adapts a backend snapshot to the runtime's writer interface.
-std::unique_ptr<StateSnapshotWriter> adaptSnapshot(std::unique_ptr<KeyedStateSnapshot> snapshot);
-
-// A native incremental snapshot of `backend` for checkpoint `checkpointId`,
-// or null when the backend has no native format (hashmap), so the caller
-// takes a canonical one.
-std::unique_ptr<StateSnapshotWriter> nativeSnapshot(KeyedStateBackend& backend,
-                                                    int64_t checkpointId);
-
 template <class K>
 class KeyedStateHandler {
   static_assert(Serializable<K>, "a keyed operator's key type needs a sluice::TypeSerializer");
@@ -82,7 +68,7 @@ class KeyedStateHandler {
   // when the runtime asks for it and the backend can, canonical otherwise.
   std::unique_ptr<StateSnapshotWriter> snapshot(int64_t checkpointId) {
     if (context_->incrementalSnapshot(checkpointId)) {
-      if (auto native = nativeSnapshot(*backend_, checkpointId)) return native;
+      if (auto native = backend_->nativeSnapshot(checkpointId)) return native;
     }
     return adaptSnapshot(backend_->snapshot());
   }

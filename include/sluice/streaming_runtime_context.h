@@ -11,7 +11,7 @@
 #include <string>
 
 #include <sluice/core/runtime_context.h>
-#include <sluice/state/keyed_state.h>
+#include <sluice/internal/keyed_state.h>
 #include <sluice/state/keyed_state_backend.h>
 #include <sluice/state/state.h>
 

@@ -29,7 +29,9 @@
 #include <sluice/core/serializer.h>
 #include <sluice/functions.h>
 #include <sluice/graph/operator.h>
-#include <sluice/keyed_state_handler.h>
+#include <sluice/internal/function_state.h>
+#include <sluice/internal/keyed_state_handler.h>
+#include <sluice/internal/timer_service.h>
 #include <sluice/sink.h>
 
 namespace sluice::internal {

@@ -57,9 +57,9 @@
 // SluiceException naming the operation, the state (or directory) and
 // RocksDB's message. Undecodable stored bytes throw SerializationError.
 //
-// This header does not include RocksDB: the typed states below serialize with
-// TypeSerializer and call the backend's byte-level methods, which are
-// defined out of line in src/state/rocksdb_keyed_backend.cc.
+// This header does not include RocksDB: the storages (rocksdb_state.cc)
+// serialize with their StateTypes and call the backend's byte-level methods,
+// defined in rocksdb_keyed_backend.cc.
 #pragma once
 
 #include <cstdint>
@@ -73,7 +73,6 @@
 #include <vector>
 
 #include <sluice/core/serializer.h>
-#include <sluice/state/internal_state.h>
 #include <sluice/state/keyed_state_backend.h>
 #include <sluice/state/snapshot.h>
 
@@ -86,7 +85,7 @@ class RocksDbKeyedStateBackend final : public KeyedStateBackend {
   explicit RocksDbKeyedStateBackend(KeyedBackendParams params);
   ~RocksDbKeyedStateBackend() override;
 
-  StateBackendType type() const override { return StateBackendType::kRocksDb; }
+  const char* name() const override { return "rocksdb"; }
 
   // Takes a RocksDB snapshot (cheap); the result iterates it later, on any
   // thread, and releases it when written or destroyed. With
@@ -96,6 +95,23 @@ class RocksDbKeyedStateBackend final : public KeyedStateBackend {
   void forEachKey(const std::string& stateName,
                   const std::function<void(std::string_view key, int32_t keyGroup)>& fn) override;
   void dispose() override;
+
+  std::unique_ptr<internal::ValueStorage> createValueStorage(const StateMetaInfo& meta,
+                                                             StorageTypes types) override;
+  std::unique_ptr<internal::ListStorage> createListStorage(const StateMetaInfo& meta,
+                                                           StorageTypes types) override;
+  std::unique_ptr<internal::MapStorage> createMapStorage(const StateMetaInfo& meta,
+                                                         StorageTypes types) override;
+
+  // Incremental checkpoints: a RocksDB checkpoint of the database in a
+  // staging directory of the working directory (same file system, so SST
+  // files are hard links); the runtime copies the files to checkpoint
+  // storage, and the staging directory goes with the writer.
+  std::unique_ptr<StateSnapshotWriter> nativeSnapshot(int64_t checkpointId) override;
+  // Gathers each stored snapshot's files (hard-linked where possible) into a
+  // directory under the working directory, as RocksDB wrote them, and
+  // reopens them with restoreIncremental().
+  void restoreNative(const std::vector<KeyedStateHandleRef>& handles) override;
 
   // The directory this backend works in; it no longer exists after dispose().
   const std::string& workingDirectory() const;
@@ -192,7 +208,7 @@ class RocksDbKeyedStateBackend final : public KeyedStateBackend {
   // missing.
   void restoreIncremental(const std::vector<IncrementalSnapshotHandle>& handles);
 
-  // --- Byte-level access, used by the typed states below -------------------
+  // --- Byte-level access, used by the storages (rocksdb_state.cc) -----------
 
   // The storage of one state. Defined in the .cc; lives as long as the
   // backend.
@@ -241,292 +257,9 @@ class RocksDbKeyedStateBackend final : public KeyedStateBackend {
   std::unique_ptr<Impl> impl_;
 };
 
-namespace internal {
-
-inline std::string_view bytesView(const std::vector<uint8_t>& bytes) {
-  return {reinterpret_cast<const char*>(bytes.data()), bytes.size()};
-}
-
-// Decodes exactly `bytes` as a T; trailing bytes are corruption.
-template <class T>
-void decodeStored(std::string_view bytes, T& into, const std::string& stateName) {
-  DataInputView in(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-  TypeSerializer<T>::deserialize(into, in);
-  if (in.remaining() != 0) {
-    throw SerializationError("state '" + stateName + "': " + std::to_string(in.remaining()) +
-                             " bytes left over after decoding a stored " +
-                             TypeSerializer<T>::schema());
-  }
-}
-
-// Splits the next element off a stored list ([u32 LE length | bytes]...);
-// false at the end. Throws SerializationError on a truncated list.
-inline bool nextListElement(std::string_view& rest, std::string_view& element,
-                            const std::string& stateName) {
-  if (rest.empty()) return false;
-  uint32_t len = 0;
-  if (rest.size() < 4) {
-    throw SerializationError("state '" + stateName + "': truncated list element length (" +
-                             std::to_string(rest.size()) + " bytes left)");
-  }
-  const auto* p = reinterpret_cast<const unsigned char*>(rest.data());
-  len = static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |
-        static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24;
-  if (len > rest.size() - 4) {
-    throw SerializationError("state '" + stateName + "': list element of " + std::to_string(len) +
-                             " bytes exceeds the " + std::to_string(rest.size() - 4) +
-                             " bytes left");
-  }
-  element = rest.substr(4, len);
-  rest.remove_prefix(4 + len);
-  return true;
-}
-
-// Appends `value` to `out` as one list element.
-template <class T>
-void appendListElement(const T& value, std::vector<uint8_t>& out) {
-  const size_t lengthAt = out.size();
-  out.resize(lengthAt + 4);
-  DataOutputView view(out);
-  TypeSerializer<T>::serialize(value, view);
-  const auto len = static_cast<uint32_t>(out.size() - lengthAt - 4);
-  const uint8_t le[4] = {static_cast<uint8_t>(len), static_cast<uint8_t>(len >> 8),
-                         static_cast<uint8_t>(len >> 16), static_cast<uint8_t>(len >> 24)};
-  std::memcpy(out.data() + lengthAt, le, 4);
-}
-
-// What every RocksDB state shares: its column family, the current
-// namespace's bytes and reusable key and value buffers.
-template <class N>
-class RocksDbStateBase {
- protected:
-  RocksDbStateBase(RocksDbKeyedStateBackend& backend, const StateMetaInfo& meta)
-      : backend_(backend), cf_(backend.columnFamily(meta)), name_(meta.name) {
-    setNamespaceBytes(N{});
-  }
-
-  void setNamespaceBytes(const N& ns) {
-    nsBytes_.clear();
-    DataOutputView out(nsBytes_);
-    TypeSerializer<N>::serialize(ns, out);
-  }
-
-  // [kg | key | namespace] of the current key and namespace, in keyBuf_.
-  std::string_view buildKey() { return buildKeyFor(nsBytes_); }
-
-  std::string_view buildKeyFor(const std::vector<uint8_t>& nsBytes) {
-    if (backend_.currentKeyGroup() < 0) [[unlikely]] {
-      throw SluiceException("state '" + name_ + "' was accessed before any key was set");
-    }
-    const std::string_view k = backend_.currentKeyWithGroup();
-    keyBuf_.assign(k.begin(), k.end());
-    keyBuf_.insert(keyBuf_.end(), nsBytes.begin(), nsBytes.end());
-    return bytesView(keyBuf_);
-  }
-
-  // [kg | key | namespace | user key] in keyBuf_.
-  template <class UK>
-  std::string_view buildUserKey(const UK& userKey) {
-    buildKey();
-    DataOutputView out(keyBuf_);
-    TypeSerializer<UK>::serialize(userKey, out);
-    return bytesView(keyBuf_);
-  }
-
-  RocksDbKeyedStateBackend& backend_;
-  RocksDbKeyedStateBackend::ColumnFamily& cf_;
-  std::string name_;
-  std::vector<uint8_t> nsBytes_;
-  std::vector<uint8_t> keyBuf_;
-  std::vector<uint8_t> valueOut_;
-  std::string valueIn_;
-};
-
-}  // namespace internal
-
-template <class N, class V>
-class RocksDbValueState final : public InternalValueState<N, V>,
-                                private internal::RocksDbStateBase<N> {
-  using Base = internal::RocksDbStateBase<N>;
-
- public:
-  RocksDbValueState(RocksDbKeyedStateBackend& backend, const StateMetaInfo& meta)
-      : Base(backend, meta) {}
-
-  void setCurrentNamespace(const N& ns) override { this->setNamespaceBytes(ns); }
-
-  std::optional<V> value() override {
-    if (!this->backend_.get(this->cf_, this->buildKey(), this->valueIn_)) return std::nullopt;
-    std::optional<V> result(std::in_place);
-    internal::decodeStored(this->valueIn_, *result, this->name_);
-    return result;
-  }
-
-  void update(const V& value) override {
-    this->valueOut_.clear();
-    DataOutputView out(this->valueOut_);
-    TypeSerializer<V>::serialize(value, out);
-    this->backend_.put(this->cf_, this->buildKey(), internal::bytesView(this->valueOut_));
-  }
-
-  void clear() override { this->backend_.remove(this->cf_, this->buildKey()); }
-};
-
-template <class N, class E>
-class RocksDbListState final : public InternalListState<N, E>,
-                               private internal::RocksDbStateBase<N> {
-  using Base = internal::RocksDbStateBase<N>;
-
- public:
-  RocksDbListState(RocksDbKeyedStateBackend& backend, const StateMetaInfo& meta)
-      : Base(backend, meta) {}
-
-  void setCurrentNamespace(const N& ns) override { this->setNamespaceBytes(ns); }
-
-  std::vector<E> get() override {
-    std::vector<E> result;
-    if (!this->backend_.get(this->cf_, this->buildKey(), this->valueIn_)) return result;
-    std::string_view rest = this->valueIn_;
-    std::string_view element;
-    while (internal::nextListElement(rest, element, this->name_)) {
-      internal::decodeStored(element, result.emplace_back(), this->name_);
-    }
-    return result;
-  }
-
-  void add(const E& value) override {
-    this->valueOut_.clear();
-    internal::appendListElement(value, this->valueOut_);
-    this->backend_.merge(this->cf_, this->buildKey(), internal::bytesView(this->valueOut_));
-  }
-
-  void addAll(const std::vector<E>& values) override {
-    if (values.empty()) return;
-    this->valueOut_.clear();
-    for (const E& v : values) internal::appendListElement(v, this->valueOut_);
-    this->backend_.merge(this->cf_, this->buildKey(), internal::bytesView(this->valueOut_));
-  }
-
-  void update(const std::vector<E>& values) override {
-    if (values.empty()) {
-      clear();
-      return;
-    }
-    this->valueOut_.clear();
-    for (const E& v : values) internal::appendListElement(v, this->valueOut_);
-    this->backend_.put(this->cf_, this->buildKey(), internal::bytesView(this->valueOut_));
-  }
-
-  void clear() override { this->backend_.remove(this->cf_, this->buildKey()); }
-
-  // Moves the stored bytes without decoding them: source lists are read,
-  // removed, and their concatenation appended to the target with one merge.
-  void mergeNamespaces(const N& target, const std::vector<N>& sources) override {
-    std::vector<uint8_t> merged;
-    for (const N& s : sources) {
-      this->setNamespaceBytes(s);
-      const std::string_view key = this->buildKey();
-      if (!this->backend_.get(this->cf_, key, this->valueIn_)) continue;
-      merged.insert(merged.end(), this->valueIn_.begin(), this->valueIn_.end());
-      this->backend_.remove(this->cf_, key);
-    }
-    this->setNamespaceBytes(target);
-    if (!merged.empty()) {
-      this->backend_.merge(this->cf_, this->buildKey(), internal::bytesView(merged));
-    }
-  }
-};
-
-template <class N, class UK, class UV>
-class RocksDbMapState final : public InternalMapState<N, UK, UV>,
-                              private internal::RocksDbStateBase<N> {
-  using Base = internal::RocksDbStateBase<N>;
-
- public:
-  RocksDbMapState(RocksDbKeyedStateBackend& backend, const StateMetaInfo& meta)
-      : Base(backend, meta) {}
-
-  void setCurrentNamespace(const N& ns) override { this->setNamespaceBytes(ns); }
-
-  std::optional<UV> get(const UK& key) override {
-    if (!this->backend_.get(this->cf_, this->buildUserKey(key), this->valueIn_)) {
-      return std::nullopt;
-    }
-    std::optional<UV> result(std::in_place);
-    internal::decodeStored(this->valueIn_, *result, this->name_);
-    return result;
-  }
-
-  void put(const UK& key, const UV& value) override {
-    this->valueOut_.clear();
-    DataOutputView out(this->valueOut_);
-    TypeSerializer<UV>::serialize(value, out);
-    this->backend_.put(this->cf_, this->buildUserKey(key), internal::bytesView(this->valueOut_));
-  }
-
-  void remove(const UK& key) override { this->backend_.remove(this->cf_, this->buildUserKey(key)); }
-
-  bool contains(const UK& key) override {
-    return this->backend_.get(this->cf_, this->buildUserKey(key), this->valueIn_);
-  }
-
-  bool isEmpty() override {
-    return !this->backend_.iteratePrefix(this->cf_, this->buildKey()).valid();
-  }
-
-  void clear() override { this->backend_.removePrefix(this->cf_, this->buildKey()); }
-
-  std::unique_ptr<MapStateIterator<UK, UV>> iterator() override {
-    const std::string_view prefix = this->buildKey();
-    return std::make_unique<Iterator>(this->backend_, this->cf_, prefix, this->name_);
-  }
-
- private:
-  class Iterator final : public MapStateIterator<UK, UV> {
-   public:
-    Iterator(RocksDbKeyedStateBackend& backend, RocksDbKeyedStateBackend::ColumnFamily& cf,
-             std::string_view prefix, const std::string& name)
-        : backend_(backend),
-          cf_(cf),
-          it_(backend.iteratePrefix(cf, prefix)),
-          prefixSize_(prefix.size()),
-          name_(name) {}
-
-    bool hasNext() override { return it_.valid(); }
-
-    std::pair<UK, UV> next() override {
-      if (!it_.valid()) {
-        throw SluiceException("MapStateIterator of state '" + name_ +
-                              "': next() called with no entries left");
-      }
-      std::pair<UK, UV> entry;
-      const std::string_view key = it_.key();
-      internal::decodeStored(key.substr(prefixSize_), entry.first, name_);
-      internal::decodeStored(it_.value(), entry.second, name_);
-      lastKey_.assign(key.data(), key.size());
-      canRemove_ = true;
-      it_.next();
-      return entry;
-    }
-
-    void remove() override {
-      if (!canRemove_) {
-        throw SluiceException("MapStateIterator of state '" + name_ +
-                              "': remove() must follow a next() (at most once each)");
-      }
-      backend_.remove(cf_, lastKey_);
-      canRemove_ = false;
-    }
-
-   private:
-    RocksDbKeyedStateBackend& backend_;
-    RocksDbKeyedStateBackend::ColumnFamily& cf_;
-    RocksDbKeyedStateBackend::PrefixIterator it_;
-    size_t prefixSize_;
-    std::string name_;
-    std::string lastKey_;
-    bool canRemove_ = false;
-  };
-};
+// Shared by the RocksDB backends of one slot: one block cache and one write
+// buffer manager sized from the slot's managed memory.
+std::shared_ptr<RocksDbSharedResources> createRocksDbSharedResources(
+    int64_t managedMemoryBytes, double writeBufferRatio = 0.5, double highPriorityPoolRatio = 0.1);
 
 }  // namespace sluice

@@ -1,0 +1,12 @@
+#include "state/backend_factories.h"
+
+namespace sluice::internal {
+
+std::vector<std::unique_ptr<KeyedStateBackendFactory>> builtinKeyedStateBackendFactories() {
+  std::vector<std::unique_ptr<KeyedStateBackendFactory>> factories;
+  factories.push_back(makeHashMapBackendFactory());
+  factories.push_back(makeRocksDbBackendFactory());
+  return factories;
+}
+
+}  // namespace sluice::internal
