@@ -25,6 +25,7 @@
 #include <sluice/core/clock.h>
 #include <sluice/core/config.h>
 #include <sluice/core/config_options.h>
+#include <sluice/core/job_status.h>
 #include <sluice/datastream.h>
 #include <sluice/graph/job_graph.h>
 #include <sluice/source.h>
@@ -32,9 +33,6 @@
 #include <sluice/state/keyed_state_backend.h>
 
 namespace sluice {
-
-enum class JobStatus { kCreated, kRunning, kFinished, kCanceled, kFailed };
-const char* jobStatusName(JobStatus status);
 
 // A job that failed or was cancelled; what() names the failing operator,
 // subtask and the cause.
@@ -136,6 +134,12 @@ class JobClient {
   // watermark, so every event-time window and timer fires before the
   // savepoint. Returns the savepoint's directory.
   std::string stopWithSavepoint(bool drain, const std::string& directory = "");
+  // Takes a checkpoint now, besides the periodic ones (Flink's REST
+  // POST /jobs/:jobid/checkpoints), and returns its id once it is complete.
+  // Tests use it to checkpoint at a known point instead of waiting for the
+  // interval. Throws SluiceException when it fails (the job is not running,
+  // a task declined, its state could not be written).
+  int64_t triggerCheckpoint();
 
   // Checkpoints completed / failed so far and restarts done.
   struct CheckpointStats {
@@ -181,8 +185,6 @@ class SourceOperatorFactory final : public OperatorFactory {
 };
 
 }  // namespace internal
-
-enum class CheckpointingMode { kExactlyOnce, kAtLeastOnce };
 
 // What happens to retained checkpoints when the job is cancelled.
 enum class ExternalizedCheckpointRetention { kDeleteOnCancellation, kRetainOnCancellation };

@@ -7,17 +7,6 @@
 
 namespace sluice {
 
-const char* jobStatusName(JobStatus status) {
-  switch (status) {
-    case JobStatus::kCreated: return "CREATED";
-    case JobStatus::kRunning: return "RUNNING";
-    case JobStatus::kFinished: return "FINISHED";
-    case JobStatus::kCanceled: return "CANCELED";
-    case JobStatus::kFailed: return "FAILED";
-  }
-  return "UNKNOWN";
-}
-
 namespace internal {
 
 class JobHandle {
@@ -33,17 +22,6 @@ class JobHandle {
 };
 
 namespace {
-
-JobStatus toStatus(runtime::JobState s) {
-  switch (s) {
-    case runtime::JobState::kCreated: return JobStatus::kCreated;
-    case runtime::JobState::kRunning: return JobStatus::kRunning;
-    case runtime::JobState::kFinished: return JobStatus::kFinished;
-    case runtime::JobState::kCanceled: return JobStatus::kCanceled;
-    case runtime::JobState::kFailed: return JobStatus::kFailed;
-  }
-  return JobStatus::kFailed;
-}
 
 std::shared_ptr<StreamGraph> prepare(const EnvironmentState& state, const std::string& jobName) {
   auto graph = std::make_shared<StreamGraph>(state.graph);
@@ -117,15 +95,14 @@ JobExecutionResult executeState(const std::shared_ptr<EnvironmentState>& state,
 
 }  // namespace internal
 
-JobStatus JobClient::getJobStatus() const { return internal::toStatus(handle_->run().state()); }
+JobStatus JobClient::getJobStatus() const { return handle_->run().state(); }
 const std::string& JobClient::getJobName() const { return handle_->name(); }
 void JobClient::cancel() { handle_->run().cancel(); }
 
 JobExecutionResult JobClient::getJobExecutionResult() {
   runtime::JobOutcome out = handle_->run().wait();
-  JobStatus status = internal::toStatus(out.state);
-  if (status != JobStatus::kFinished) {
-    throw JobExecutionException(handle_->name(), status, out.error);
+  if (out.state != JobStatus::kFinished) {
+    throw JobExecutionException(handle_->name(), out.state, out.error);
   }
   return JobExecutionResult(handle_->name(), out.netRuntimeMs, std::move(out.accumulators),
                             out.numRecordsDropped, std::move(out.counters));
@@ -137,12 +114,14 @@ std::string JobClient::triggerSavepoint(const std::string& directory) {
   return handle_->run().triggerSavepoint(directory);
 }
 
+int64_t JobClient::triggerCheckpoint() { return handle_->run().triggerCheckpoint(); }
+
 std::string JobClient::stopWithSavepoint(bool drain, const std::string& directory) {
   return handle_->run().triggerSavepoint(directory, true, drain);
 }
 
 JobClient::CheckpointStats JobClient::getCheckpointStats() const {
-  runtime::CheckpointStats s = handle_->run().checkpointStats();
+  checkpoint::CheckpointStats s = handle_->run().checkpointStats();
   CheckpointStats out;
   out.completed = s.completed;
   out.failed = s.failed;

@@ -1,74 +1,46 @@
 // The embedded mini-cluster: runs one job's subtasks as threads in this
 // process, wired by in-process channels. A standalone cluster runs the same
 // Task code and swaps only the channels (ARCHITECTURE.md).
+//
+// JobRun is the job as its client sees it: it reads the job's checkpoint
+// settings, creates the CheckpointCoordinator and the Scheduler, and runs
+// the scheduler on a monitor thread until the job is terminal.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
-#include <vector>
 
-#include <sluice/core/clock.h>
-#include <sluice/core/config.h>
-#include <sluice/core/runtime_context.h>
+#include <sluice/core/job_status.h>
 #include <sluice/graph/job_graph.h>
 
+#include "checkpoint/checkpoint_coordinator.h"
+#include "checkpoint/checkpoint_stats.h"
+#include "core/serial_executor.h"
+#include "runtime/scheduler.h"
+
 namespace sluice::runtime {
-
-enum class JobState { kCreated, kRunning, kFinished, kCanceled, kFailed };
-const char* jobStateName(JobState state);
-
-struct MiniClusterOptions {
-  size_t segmentSize = 32 * 1024;  // taskmanager.memory.segment-size
-  int buffersPerChannel = 2;       // taskmanager.network.memory.buffers-per-channel
-  int floatingBuffers = 8;         // taskmanager.network.memory.floating-buffers-per-gate
-  // The job's configuration, as operators see it (state backend settings).
-  Configuration configuration;
-  // Processing time for every operator; null means the system clock.
-  std::shared_ptr<const Clock> clock;
-};
-
-// What the checkpoint coordinator did so far (for tests and the client).
-struct CheckpointStats {
-  int64_t completed = 0;  // checkpoints and savepoints
-  int64_t failed = 0;     // declined, timed out or not written
-  int64_t restarts = 0;   // attempts after the first
-  int64_t latestCompletedId = -1;
-  std::string latestCompletedDirectory;  // empty for in-memory checkpoints
-  int64_t totalDurationMs = 0;           // trigger to completion, over completed ones
-  int64_t maxDurationMs = 0;
-  int64_t totalSizeBytes = 0;  // state written, over completed ones
-  int64_t maxSizeBytes = 0;
-};
-
-struct JobOutcome {
-  JobState state = JobState::kCreated;
-  std::string error;  // the first failure's message, when kFailed
-  int64_t netRuntimeMs = 0;
-  std::map<std::string, Accumulator::Value> accumulators;
-  int64_t numRecordsDropped = 0;
-  std::map<std::string, int64_t> counters;
-};
 
 // One running job. Thread-safe.
 class JobRun {
  public:
-  // Resolves nothing: `graph` must be resolved. Starts all tasks.
+  // `graph` must be resolved. Starts all tasks. Throws SluiceException for
+  // an invalid checkpoint configuration or a savepoint the job cannot
+  // restore.
   static std::shared_ptr<JobRun> start(std::shared_ptr<const StreamGraph> graph,
                                        MiniClusterOptions options);
   ~JobRun();
 
-  JobState state() const;
+  JobStatus state() const;
   // Cancels every task; wait() then reports kCanceled.
   void cancel();
   // Blocks until the job reached a terminal state.
   JobOutcome wait();
   const JobGraph& jobGraph() const { return jobGraph_; }
-  const std::string& jobId() const;
+  const std::string& jobId() const { return jobId_; }
 
   // Takes a savepoint into a new directory under `directory` (empty: the
   // state.savepoints.dir option) and returns its path once it is complete.
@@ -77,16 +49,24 @@ class JobRun {
   // Throws SluiceException when the savepoint fails.
   std::string triggerSavepoint(const std::string& directory, bool terminate = false,
                                bool drain = false);
-  CheckpointStats checkpointStats() const;
+  // Takes a checkpoint now, besides the periodic ones, and returns its id
+  // once it is complete. Throws SluiceException when it fails.
+  int64_t triggerCheckpoint();
+  checkpoint::CheckpointStats checkpointStats() const;
 
  private:
-  class Impl;
   JobRun() = default;
   void monitor();
 
   std::shared_ptr<const StreamGraph> graph_;
   JobGraph jobGraph_;
-  std::unique_ptr<Impl> impl_;
+  std::string jobId_;
+  std::chrono::steady_clock::time_point started_;
+  // Declared in destruction order: the scheduler's tasks use the
+  // coordinator and the executor.
+  std::unique_ptr<SerialExecutor> checkpointExecutor_;
+  std::unique_ptr<checkpoint::CheckpointCoordinator> coordinator_;
+  std::unique_ptr<Scheduler> scheduler_;
   mutable std::mutex mu_;
   std::condition_variable done_;
   JobOutcome outcome_;

@@ -66,7 +66,7 @@ TEST(SlowBackpressureTest, SlowSinkBoundsMemoryAndThrottlesTheSource) {
 
   const auto start = Clock::now();
   JobClient client = env.executeAsync("backpressure");
-  ASSERT_TRUE(pollUntil([] { return gConsumed.load() > 0; }, std::chrono::seconds(10)))
+  ASSERT_TRUE(waitUntil([] { return gConsumed.load() > 0; }, std::chrono::seconds(10)))
       << "the sink received nothing";
 
   // Sample resident memory every 250 ms for ~3 s; the baseline is taken at

@@ -48,7 +48,7 @@ std::optional<JobExecutionException> runWithDeadline(StreamExecutionEnvironment&
                                                      const std::string& jobName,
                                                      std::chrono::seconds deadline) {
   JobClient client = env.executeAsync(jobName);
-  const bool ended = pollUntil(
+  const bool ended = waitUntil(
       [&] {
         JobStatus s = client.getJobStatus();
         return s != JobStatus::kRunning && s != JobStatus::kCreated;

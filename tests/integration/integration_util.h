@@ -1,5 +1,6 @@
-// Helpers shared by the integration suites: temporary directories, sinks that
-// collect into a buffer the test owns, a discarding sink, and resident memory.
+// Helpers shared by the integration suites: sinks that collect into a buffer
+// the test owns, a discarding sink, resident memory and test data (temporary
+// directories and waiting come from tests/harness/).
 #pragma once
 
 #include <unistd.h>
@@ -20,33 +21,13 @@
 
 #include <sluice/sluice.h>
 
+#include "harness/temp_dir.h"
+#include "harness/wait.h"
+
 namespace sluice::integration {
 
-// A fresh directory under the system temp dir, removed with everything in it
-// when the object goes away.
-class TempDir {
- public:
-  explicit TempDir(const std::string& tag) {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("sluice-integ-" + tag + "-" + std::to_string(::getpid()) + "-" +
-             std::to_string(counter.fetch_add(1)));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  const std::filesystem::path& path() const { return path_; }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using test::TempDir;
+using test::waitUntil;
 
 inline std::vector<std::string> readLines(const std::string& file) {
   std::ifstream in(file);
@@ -97,19 +78,6 @@ inline int64_t residentBytes() {
   std::fclose(f);
   if (n != 2) return -1;
   return static_cast<int64_t>(resident) * ::sysconf(_SC_PAGESIZE);
-}
-
-// Polls `done` until it returns true or `timeout` passes; returns its last
-// answer. Not a sleep to wait for a fixed time: it returns as soon as the
-// condition holds.
-template <class Pred>
-bool pollUntil(Pred done, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() >= deadline) return done();
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return true;
 }
 
 // SplitMix64: small, fast and fully deterministic test data.

@@ -34,7 +34,7 @@ void runAndCancel(StreamExecutionEnvironment& env, const std::string& jobName) {
   gMapped = 0;
   JobClient client = env.executeAsync(jobName);
   EXPECT_EQ(client.getJobName(), jobName);
-  ASSERT_TRUE(pollUntil([] { return gMapped.load() > 10000; }, std::chrono::seconds(20)))
+  ASSERT_TRUE(waitUntil([] { return gMapped.load() > 10000; }, std::chrono::seconds(20)))
       << "no records flowed";
   EXPECT_EQ(client.getJobStatus(), JobStatus::kRunning);
 
@@ -118,7 +118,7 @@ TEST(LifecycleTest, CancelRateLimitedSource) {
       .map(countRecord)
       .sinkTo(DiscardSink<int64_t>());
   JobClient client = env.executeAsync("rate limited");
-  ASSERT_TRUE(pollUntil([] { return gMapped.load() > 0; }, std::chrono::seconds(10)));
+  ASSERT_TRUE(waitUntil([] { return gMapped.load() > 0; }, std::chrono::seconds(10)));
   expectCancelledPromptly(client);
 }
 

@@ -70,6 +70,10 @@ enum class WatermarkStatus : uint8_t { kActive = 0, kIdle = 1 };
 
 enum class CheckpointType : uint8_t { kCheckpoint = 0, kSavepoint = 1 };
 
+// execution.checkpointing.mode: exactly-once aligns barriers, at-least-once
+// only counts them (see docs/checkpoints.md).
+enum class CheckpointingMode : uint8_t { kExactlyOnce, kAtLeastOnce };
+
 struct CheckpointBarrier {
   int64_t id = 0;
   int64_t timestamp = 0;

@@ -19,6 +19,7 @@
 
 #include <sluice/sinks.h>
 
+#include "harness/temp_dir.h"
 #include "unit/api/fake_runtime_context.h"
 
 namespace {
@@ -85,22 +86,7 @@ std::string readStream(std::FILE* f) {
   return out;
 }
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "sluice_sinks_test_XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
+using test::TempDir;
 
 std::string exceptionMessage(const std::function<void()>& f) {
   try {

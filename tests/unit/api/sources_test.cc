@@ -29,6 +29,7 @@
 
 #include <sluice/sources.h>
 
+#include "harness/temp_dir.h"
 #include "unit/api/fake_runtime_context.h"
 
 namespace {
@@ -487,27 +488,7 @@ TEST(GeneratorSourceTest, SnapshotHoldsTheNextIndex) {
 // ---------------------------------------------------------------------------
 // TextLineFileSource
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "sluice_sources_test_XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name, const std::string& content) const {
-    const std::string p = (path_ / name).string();
-    std::ofstream(p, std::ios::binary) << content;
-    return p;
-  }
-  std::string path() const { return path_.string(); }
-
- private:
-  fs::path path_;
-};
+using test::TempDir;
 
 // Reference: lines split on '\n', a trailing '\r' dropped, no empty last line.
 std::vector<std::string> referenceLines(const std::string& content) {
@@ -553,7 +534,7 @@ TEST(TextLineFileSourceTest, LinesWithCrlfEmptyLinesLongLineAndNoFinalNewline) {
   const std::string longLine(100000, 'L');
   const std::string content =
       "first\r\n\nsecond\n" + longLine + "\r\n\r\n" + mixedContent(50) + "last line";
-  const std::string path = dir.file("input.txt", content);
+  const std::string path = dir.write("input.txt", content);
   const auto want = referenceLines(content);
   ASSERT_EQ(want.back(), "last line");
   // Buffer sizes below, at and above the line lengths, and the default.
@@ -569,19 +550,19 @@ TEST(TextLineFileSourceTest, LinesWithCrlfEmptyLinesLongLineAndNoFinalNewline) {
 TEST(TextLineFileSourceTest, EmptyFileAndSingleNewline) {
   TempDir dir;
   {
-    TextLineFileSource source(dir.file("empty.txt", ""));
+    TextLineFileSource source(dir.write("empty.txt", ""));
     Harness<std::string, FileSplit> h(source, 1);
     h.runToEnd();
     EXPECT_TRUE(h.all().empty());
   }
   {
-    TextLineFileSource source(dir.file("nl.txt", "\n"));
+    TextLineFileSource source(dir.write("nl.txt", "\n"));
     Harness<std::string, FileSplit> h(source, 1);
     h.runToEnd();
     EXPECT_EQ(h.all(), (std::vector<std::string>{""}));
   }
   {
-    TextLineFileSource source(dir.file("cr.txt", "a\r"));
+    TextLineFileSource source(dir.write("cr.txt", "a\r"));
     Harness<std::string, FileSplit> h(source, 1);
     h.runToEnd();
     EXPECT_EQ(h.all(), (std::vector<std::string>{"a"}));
@@ -591,7 +572,7 @@ TEST(TextLineFileSourceTest, EmptyFileAndSingleNewline) {
 TEST(TextLineFileSourceTest, SnapshotOffsetsResumeInFreshReaders) {
   TempDir dir;
   const std::string content = mixedContent(2600) + "tail without newline";
-  const std::string path = dir.file("big.txt", content);
+  const std::string path = dir.write("big.txt", content);
   const auto want = referenceLines(content);
   const auto starts = lineStarts(content);
   TextLineFileSource source(path, 100);
@@ -632,21 +613,21 @@ TEST(TextLineFileSourceTest, SnapshotOffsetsResumeInFreshReaders) {
 
 TEST(TextLineFileSourceTest, DirectoryReadsVisibleRegularFilesSortedByName) {
   TempDir dir;
-  dir.file("b.txt", "b1\nb2\n");
-  dir.file("a.txt", "a1\na2");
-  dir.file("c.txt", "");
-  dir.file(".hidden", "hidden\n");
-  dir.file("_inprogress", "tmp\n");
+  dir.write("b.txt", "b1\nb2\n");
+  dir.write("a.txt", "a1\na2");
+  dir.write("c.txt", "");
+  dir.write(".hidden", "hidden\n");
+  dir.write("_inprogress", "tmp\n");
   fs::create_directory(fs::path(dir.path()) / "sub");
-  dir.file("sub/nested.txt", "nested\n");
+  dir.write("sub/nested.txt", "nested\n");
 
   TextLineFileSource source(dir.path());
   Harness<std::string, FileSplit> h(source, 1);
   h.runToEnd();
   EXPECT_EQ(h.all(), (std::vector<std::string>{"a1", "a2", "b1", "b2"}));
   ASSERT_EQ(h.assigned.size(), 3u);
-  EXPECT_EQ(h.assigned[0].second.path, dir.path() + "/a.txt");
-  EXPECT_EQ(h.assigned[2].second.path, dir.path() + "/c.txt");
+  EXPECT_EQ(h.assigned[0].second.path, dir.str() + "/a.txt");
+  EXPECT_EQ(h.assigned[2].second.path, dir.str() + "/c.txt");
 
   // Two subtasks split the files between them.
   Harness<std::string, FileSplit> h2(source, 2);
@@ -658,7 +639,7 @@ TEST(TextLineFileSourceTest, DirectoryReadsVisibleRegularFilesSortedByName) {
 
 TEST(TextLineFileSourceTest, MissingPathFailsWhenTheEnumeratorStarts) {
   TempDir dir;
-  const std::string missing = dir.path() + "/nope.txt";
+  const std::string missing = dir.str() + "/nope.txt";
   TextLineFileSource source(missing);  // building the job does not touch the file
   try {
     Harness<std::string, FileSplit> h(source, 1);
@@ -671,7 +652,7 @@ TEST(TextLineFileSourceTest, MissingPathFailsWhenTheEnumeratorStarts) {
 
 TEST(TextLineFileSourceTest, FileRemovedAfterDiscoveryFailsTheReader) {
   TempDir dir;
-  const std::string path = dir.file("gone.txt", "x\n");
+  const std::string path = dir.write("gone.txt", "x\n");
   TextLineFileSource source(path);
   Harness<std::string, FileSplit> h(source, 1);
   fs::remove(path);

@@ -146,7 +146,7 @@ TEST(CheckpointRetentionTest, NumRetainedAndRetainOnCancellationKeepExactlyTheNe
   auto plan = std::make_shared<FaultPlan>(std::vector<Fault>{});
   buildRunningSum(env, kUnboundedCount, 5000, plan);
   JobClient client = env.executeAsync("retain");
-  ASSERT_TRUE(waitFor([&] { return client.getCheckpointStats().completed >= 6; }));
+  ASSERT_TRUE(waitUntil([&] { return client.getCheckpointStats().completed >= 6; }));
   client.cancel();
   EXPECT_THROW(client.getJobExecutionResult(), JobExecutionException);
   const auto stats = client.getCheckpointStats();
@@ -168,7 +168,7 @@ TEST(CheckpointRetentionTest, DeleteOnCancellationRemovesTheJobsCheckpoints) {
   env.getCheckpointConfig().setCheckpointStorage(dir.str());
   buildRunningSum(env, kUnboundedCount, 5000, std::make_shared<FaultPlan>(std::vector<Fault>{}));
   JobClient client = env.executeAsync("delete");
-  ASSERT_TRUE(waitFor([&] { return client.getCheckpointStats().completed >= 2; }));
+  ASSERT_TRUE(waitUntil([&] { return client.getCheckpointStats().completed >= 2; }));
   ASSERT_TRUE(fs::exists(dir.path() / client.getJobId()));
   client.cancel();
   EXPECT_THROW(client.getJobExecutionResult(), JobExecutionException);
@@ -259,7 +259,7 @@ TEST(CheckpointTriggerTest, MinPauseSpacesCheckpointsOut) {
   buildRunningSum(env, kUnboundedCount, 5000, std::make_shared<FaultPlan>(std::vector<Fault>{}));
   const auto start = std::chrono::steady_clock::now();
   JobClient client = env.executeAsync("min pause");
-  ASSERT_TRUE(waitFor([&] { return client.getCheckpointStats().completed >= 3; }));
+  ASSERT_TRUE(waitUntil([&] { return client.getCheckpointStats().completed >= 3; }));
   const auto stats = client.getCheckpointStats();
   const auto elapsed =
       std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - start).count();
@@ -290,7 +290,7 @@ TEST(SavepointTest, StopResumeAcrossParallelismsAndBackendsEqualsAnUninterrupted
     JobClient client = env.executeAsync("savepoint run " + std::to_string(r));
     if (r + 1 < runs.size()) {
       const size_t before = all.size();
-      ASSERT_TRUE(waitFor([&] { return out->size() >= 1000; }));
+      ASSERT_TRUE(waitUntil([&] { return out->size() >= 1000; }));
       savepoint = client.stopWithSavepoint(false, dir.str());
       EXPECT_EQ(client.getJobExecutionResult().getJobName(), "savepoint run " + std::to_string(r));
       EXPECT_TRUE(fs::exists(fs::path(savepoint) / "_metadata")) << savepoint;
@@ -314,7 +314,7 @@ TEST(SavepointTest, ASavepointIsRelocatable) {
   env.setParallelism(2);
   auto out = buildRunningSum(env, count, 40000, std::make_shared<FaultPlan>(std::vector<Fault>{}));
   JobClient client = env.executeAsync("relocate 1");
-  ASSERT_TRUE(waitFor([&] { return out->size() >= 1000; }));
+  ASSERT_TRUE(waitUntil([&] { return out->size() >= 1000; }));
   const std::string savepoint = client.stopWithSavepoint(false, dir.str());
   client.getJobExecutionResult();
   const fs::path moved = dir.path() / "moved-savepoint";
@@ -337,7 +337,7 @@ TEST(SavepointTest, TriggerSavepointLetsTheJobRunOn) {
   StreamExecutionEnvironment env;
   auto out = buildRunningSum(env, 20000, 40000, std::make_shared<FaultPlan>(std::vector<Fault>{}));
   JobClient client = env.executeAsync("trigger");
-  ASSERT_TRUE(waitFor([&] { return out->size() >= 500; }));
+  ASSERT_TRUE(waitUntil([&] { return out->size() >= 500; }));
   const std::string savepoint = client.triggerSavepoint(dir.str());
   EXPECT_TRUE(fs::exists(fs::path(savepoint) / "_metadata"));
   client.getJobExecutionResult();
@@ -351,7 +351,7 @@ TEST(SavepointTest, UnclaimedStateFailsTheRestoreUnlessIgnored) {
   StreamExecutionEnvironment env;
   auto out = buildRunningSum(env, 20000, 40000, std::make_shared<FaultPlan>(std::vector<Fault>{}));
   JobClient client = env.executeAsync("unclaimed 1");
-  ASSERT_TRUE(waitFor([&] { return out->size() >= 500; }));
+  ASSERT_TRUE(waitUntil([&] { return out->size() >= 500; }));
   const std::string savepoint = client.stopWithSavepoint(false, dir.str());
   client.getJobExecutionResult();
 
@@ -386,7 +386,7 @@ TEST(SavepointTest, AFailedStopWithSavepointLetsTheJobRunOn) {
   env.setParallelism(2);
   auto out = buildRunningSum(env, 20000, 40000, std::make_shared<FaultPlan>(std::vector<Fault>{}));
   JobClient client = env.executeAsync("failed stop");
-  ASSERT_TRUE(waitFor([&] { return out->size() >= 500; }));
+  ASSERT_TRUE(waitUntil([&] { return out->size() >= 500; }));
   try {
     client.stopWithSavepoint(false, (dir.path() / "a-file").string());
     FAIL() << "expected the savepoint to fail";

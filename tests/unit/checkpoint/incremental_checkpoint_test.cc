@@ -5,7 +5,7 @@
 // at another parallelism) give exactly the state of the checkpoint.
 #include <set>
 
-#include "runtime/checkpoint.h"
+#include "checkpoint/checkpoint_metadata.h"
 #include "unit/checkpoint/checkpoint_util.h"
 
 namespace sluice::checkpointing {
@@ -26,9 +26,10 @@ std::map<std::string, std::vector<std::string>> referencedFiles(const fs::path& 
   std::map<std::string, std::vector<std::string>> refs;
   for (const auto& e : fs::directory_iterator(jobDir)) {
     if (e.path().filename().string().rfind("chk-", 0) != 0) continue;
-    const runtime::CompletedCheckpoint cp = runtime::loadCheckpoint(e.path().string());
+    const checkpoint::CompletedCheckpoint cp =
+        checkpoint::loadCheckpoint(e.path().string()).valueOrThrow();
     auto& files = refs[e.path().string()];
-    runtime::forEachSharedFile(
+    checkpoint::forEachSharedFile(
         cp, [&](const NativeKeyedSnapshot::SstFile& f) { files.push_back(f.location); });
   }
   return refs;
@@ -70,7 +71,7 @@ IncrementalRun runIncremental(const TempDir& dir, int parallelism, int retained,
   IncrementalRun run;
   run.jobDir = (dir.path() / client.getJobId()).string();
   const fs::path shared = fs::path(run.jobDir) / "shared";
-  const bool reached = waitFor([&] {
+  const bool reached = waitUntil([&] {
     for (const auto& f : listFiles(shared)) run.sharedSeen.insert(f);
     return client.getCheckpointStats().completed >= checkpoints;
   });

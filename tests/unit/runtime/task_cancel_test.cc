@@ -76,7 +76,7 @@ TEST(TaskCancelTest, CancelWhileBlockedOnBackpressureEndsCanceledNotFailed) {
   run->cancel();
   latches->release.count_down();
   JobOutcome outcome = run->wait();
-  EXPECT_STREQ(jobStateName(outcome.state), "CANCELED") << outcome.error;
+  EXPECT_STREQ(jobStatusName(outcome.state), "CANCELED") << outcome.error;
   EXPECT_EQ(outcome.error, "");
 }
 

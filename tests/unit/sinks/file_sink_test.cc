@@ -39,6 +39,7 @@
 #include <sluice/file_sink.h>
 #include <sluice/internal/operators.h>
 
+#include "harness/temp_dir.h"
 #include "unit/api/operator_harness.h"
 
 namespace sluice {
@@ -66,25 +67,7 @@ using testing::redistribute;
 
 // --- helpers ------------------------------------------------------------------------------
 
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            ("sluice-file-sink-" + std::string(info->name()) + "-" + std::to_string(::getpid()));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string str() const { return path_.string(); }
-  std::string operator/(const std::string& child) const { return (path_ / child).string(); }
-
- private:
-  fs::path path_;
-};
+using test::TempDir;
 
 std::string readFile(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);

@@ -35,6 +35,7 @@
 #include <sluice/state/snapshot.h>
 #include <sluice/state/state_type.h>
 
+#include "harness/temp_dir.h"
 #include "state/heap_state.h"
 #include "state/rocksdb_keyed_backend.h"
 #include "unit/state/state_test_util.h"
@@ -73,23 +74,7 @@ using Handle = RocksDbKeyedStateBackend::IncrementalSnapshotHandle;
 constexpr KeyGroupRange kAllGroups{0, 127};
 
 // A fresh directory under /tmp, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "sluice-rocksdb-test-XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string sub(const std::string& name) const { return (fs::path(path_) / name).string(); }
-
- private:
-  std::string path_;
-};
+using test::TempDir;
 
 std::unique_ptr<RocksDbKeyedStateBackend> newBackend(
     const TempDir& dir, KeyGroupRange range = kAllGroups, const Clock* clock = nullptr,
@@ -936,12 +921,12 @@ TEST(RocksDbBackend, IncrementalSnapshotsReportOnlyNewFiles) {
   auto backend = newBackend(dir);
   Model model;
   writeWorkload(*backend, model, 0, 500, 8, 5000);
-  const Handle h1 = backend->snapshotIncremental(1, dir.sub("chk-1"), nullptr);
+  const Handle h1 = backend->snapshotIncremental(1, dir.file("chk-1"), nullptr);
   ASSERT_FALSE(h1.sstFiles.empty());
   EXPECT_EQ(h1.newSstFiles, h1.sstFiles);
   EXPECT_EQ(h1.checkpointId, 1);
   EXPECT_EQ(h1.keyGroupRange, kAllGroups);
-  EXPECT_EQ(h1.directory, fs::absolute(dir.sub("chk-1")).string());
+  EXPECT_EQ(h1.directory, fs::absolute(dir.file("chk-1")).string());
   EXPECT_THAT(h1.privateFiles, ::testing::Contains("CURRENT"));
   EXPECT_THAT(h1.privateFiles, ::testing::Contains(::testing::StartsWith("MANIFEST-")));
   EXPECT_THAT(h1.privateFiles, ::testing::Contains(::testing::StartsWith("OPTIONS-")));
@@ -961,7 +946,7 @@ TEST(RocksDbBackend, IncrementalSnapshotsReportOnlyNewFiles) {
   // More writes, then a second snapshot: only the new flush is new.
   writeWorkload(*backend, model, 0, 500, 9, 5000);
   const Model atH2 = model;
-  const Handle h2 = backend->snapshotIncremental(2, dir.sub("chk-2"), &h1);
+  const Handle h2 = backend->snapshotIncremental(2, dir.file("chk-2"), &h1);
   ASSERT_FALSE(h2.newSstFiles.empty());
   const std::set<std::string> ids1 = idsOf(h1.sstFiles);
   for (const auto& f : h2.newSstFiles) EXPECT_FALSE(ids1.contains(f.uniqueId)) << f.fileName;
@@ -994,7 +979,7 @@ TEST(RocksDbBackend, IncrementalSnapshotsReportOnlyNewFiles) {
   restored->restoreIncremental({h2});
   expectContents(*restored, atH2, 500);
   // The restored files keep their ids: nothing new without writes.
-  const Handle h3 = restored->snapshotIncremental(3, dir.sub("chk-3"), &h2);
+  const Handle h3 = restored->snapshotIncremental(3, dir.file("chk-3"), &h2);
   EXPECT_TRUE(h3.newSstFiles.empty());
   EXPECT_EQ(idsOf(h3.sstFiles), idsOf(h2.sstFiles));
 }
@@ -1004,7 +989,7 @@ TEST(RocksDbBackend, IncrementalRestoreIntoSmallerAndLargerRanges) {
   auto backend = newBackend(dir);
   Model model;
   writeWorkload(*backend, model, 0, 800, 12, 10000);
-  const Handle full = backend->snapshotIncremental(1, dir.sub("full"), nullptr);
+  const Handle full = backend->snapshotIncremental(1, dir.file("full"), nullptr);
   backend.reset();
 
   // Scale out: one handle covers each smaller range, reopened and clipped.
@@ -1021,8 +1006,8 @@ TEST(RocksDbBackend, IncrementalRestoreIntoSmallerAndLargerRanges) {
   // Both write on, then snapshot incrementally.
   writeWorkload(*a, modelA, 0, 800, 13, 3000);
   writeWorkload(*b, modelB, 0, 800, 14, 3000);
-  const Handle ha = a->snapshotIncremental(2, dir.sub("a-2"), &full);
-  const Handle hb = b->snapshotIncremental(2, dir.sub("b-2"), &full);
+  const Handle ha = a->snapshotIncremental(2, dir.file("a-2"), &full);
+  const Handle hb = b->snapshotIncremental(2, dir.file("b-2"), &full);
   EXPECT_FALSE(ha.newSstFiles.empty());
   EXPECT_LT(ha.newSstFiles.size(), ha.sstFiles.size());  // files of `full` are reused
   EXPECT_EQ(ha.keyGroupRange, low);
@@ -1053,7 +1038,7 @@ TEST(RocksDbBackend, IncrementalRestoreIntoSmallerAndLargerRanges) {
   d->restoreIncremental({ha, hb});
   expectContents(*d, merged.restrictedTo(middle), 800);
   // Its own incremental snapshot restores again.
-  const Handle hd = d->snapshotIncremental(3, dir.sub("d-3"), nullptr);
+  const Handle hd = d->snapshotIncremental(3, dir.file("d-3"), nullptr);
   auto e = newBackend(dir, middle);
   e->restoreIncremental({hd});
   expectContents(*e, merged.restrictedTo(middle), 800);
@@ -1064,9 +1049,9 @@ TEST(RocksDbBackend, IncrementalSnapshotErrors) {
   auto backend = newBackend(dir);
   setKey(*backend, int64_t{3});
   getOrCreateValueState<VoidNamespace>(*backend, ValueStateDescriptor<int64_t>("v")).update(1);
-  const Handle h = backend->snapshotIncremental(1, dir.sub("chk"), nullptr);
+  const Handle h = backend->snapshotIncremental(1, dir.file("chk"), nullptr);
   // The directory must be fresh.
-  EXPECT_THAT([&] { backend->snapshotIncremental(2, dir.sub("chk"), nullptr); },
+  EXPECT_THAT([&] { backend->snapshotIncremental(2, dir.file("chk"), nullptr); },
               ::testing::ThrowsMessage<SluiceException>(HasSubstr("already exists")));
   // Another key type.
   KeyedBackendParams params = paramsFor<std::string>(kAllGroups);

@@ -39,6 +39,7 @@
 #include <sluice/state/snapshot.h>
 #include <sluice/state/state.h>
 
+#include "harness/temp_dir.h"
 #include "state/rocksdb_keyed_backend.h"
 #include "unit/state/state_test_util.h"
 
@@ -54,24 +55,7 @@ using Entries = std::vector<std::pair<std::string, int64_t>>;
 
 constexpr int64_t kTtl = 100;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "sluice_ttl_test_XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string path() const { return path_.string(); }
-
- private:
-  fs::path path_;
-};
+using test::TempDir;
 
 Entries sorted(Entries entries) {
   std::sort(entries.begin(), entries.end());

@@ -1,0 +1,49 @@
+#include "checkpoint/checkpoint_stats.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "checkpoint/checkpoint_metadata.h"
+
+namespace sluice::checkpoint {
+
+void CheckpointStats::recordCompleted(const CompletedCheckpoint& checkpoint, int64_t durationMs,
+                                      int64_t sizeBytes) {
+  ++completed;
+  totalDurationMs += durationMs;
+  maxDurationMs = std::max(maxDurationMs, durationMs);
+  totalSizeBytes += sizeBytes;
+  maxSizeBytes = std::max(maxSizeBytes, sizeBytes);
+  latestCompletedId = checkpoint.id;
+  latestCompletedDirectory = checkpoint.directory;
+}
+
+int64_t checkpointSize(const CompletedCheckpoint& cp, int64_t newSharedBytes) {
+  namespace fs = std::filesystem;
+  int64_t size = newSharedBytes;
+  std::error_code ec;
+  auto fileSize = [&](const fs::path& p) {
+    auto s = fs::file_size(p, ec);
+    return ec ? int64_t{0} : static_cast<int64_t>(s);
+  };
+  if (!cp.directory.empty()) size += fileSize(fs::path(cp.directory) / kMetadataFileName);
+  for (const auto& op : cp.operators) {
+    if (cp.directory.empty()) size += static_cast<int64_t>(op.coordinatorState.size());
+    for (const auto& st : op.subtasks) {
+      if (cp.directory.empty()) {
+        size += static_cast<int64_t>(st.operatorState.size() + st.timers.size());
+      }
+      if (st.keyed.bytes) size += static_cast<int64_t>(st.keyed.bytes->size());
+      if (st.keyed.native) {
+        for (const auto& f : st.keyed.native->privateFiles) {
+          size += fileSize(fs::path(st.keyed.path) / f);
+        }
+      } else if (!st.keyed.path.empty()) {
+        size += fileSize(st.keyed.path);
+      }
+    }
+  }
+  return size;
+}
+
+}  // namespace sluice::checkpoint

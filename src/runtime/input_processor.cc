@@ -1,0 +1,164 @@
+#include "runtime/input_processor.h"
+
+#include <fmt/format.h>
+
+namespace sluice::runtime {
+
+// ---- SourceInputProcessor ------------------------------------------------------
+
+InputStatus SourceInputProcessor::processInput() {
+  // After the barrier of a stop-with-savepoint the source emits nothing
+  // more; the job ends once the savepoint is complete.
+  if (stopped_) return InputStatus::kNothingAvailable;
+  return source_.emitNext();
+}
+
+void SourceInputProcessor::triggerCheckpoint(const CheckpointBarrier& barrier,
+                                             const checkpoint::CheckpointOptions& options) {
+  if (stopped_) {
+    handler_.declineCheckpoint(barrier.id, "the source has stopped");
+    return;
+  }
+  if (options.drain) output_.emitWatermark(Watermark::max());
+  handler_.performCheckpoint(barrier, options);
+  if (options.terminate) stopped_ = true;
+}
+
+void SourceInputProcessor::abortCheckpoint(int64_t id,
+                                           const checkpoint::CheckpointOptions& options) {
+  (void)id;
+  // A stop-with-savepoint failed: the source reads on (as in Flink, the job
+  // keeps running).
+  if (options.terminate) stopped_ = false;
+}
+
+// ---- NetworkInputProcessor ----------------------------------------------------------
+
+NetworkInputProcessor::NetworkInputProcessor(StreamOperatorBase& head, InputGate& gate,
+                                             const std::vector<InputChannelInfo>& channels,
+                                             const StreamGraph& graph, CheckpointingMode mode,
+                                             CheckpointHandler& handler)
+    : head_(head),
+      gate_(gate),
+      channels_(channels),
+      handler_(handler),
+      decoders_(channels.size()),
+      processors_(channels.size()),
+      localIndex_(channels.size()),
+      channelsPerInput_(static_cast<size_t>(head.numberOfInputs()), 0),
+      endedPerInput_(static_cast<size_t>(head.numberOfInputs()), 0),
+      queued_(channels.size()),
+      aligner_(static_cast<int>(channels.size()), mode, *this) {
+  for (size_t c = 0; c < channels.size(); ++c) {
+    const InputChannelInfo& info = channels[c];
+    const StreamEdge& e = graph.edge(info.streamEdge);
+    processors_[c] = e.type->createRecordProcessor(head, info.inputIndex);
+    localIndex_[c] = channelsPerInput_.at(static_cast<size_t>(info.inputIndex))++;
+  }
+  for (int n : channelsPerInput_) valves_.emplace_back(n);
+}
+
+InputStatus NetworkInputProcessor::processInput() {
+  if (ended_ == numberOfChannels()) return InputStatus::kEndOfInput;
+  if (aligner_.hasResumable()) {
+    drainChannel(aligner_.takeResumable());
+    return InputStatus::kMoreAvailable;
+  }
+  int c;
+  Buffer b;
+  if (!gate_.poll(c, b)) return InputStatus::kNothingAvailable;
+  const auto ci = static_cast<size_t>(c);
+  if (aligner_.isBlocked(c) || decoders_[ci].hasBuffer() || !queued_[ci].empty()) {
+    queued_[ci].push_back(b);
+    return InputStatus::kMoreAvailable;
+  }
+  decoders_[ci].setBuffer(b);
+  drainChannel(c);
+  return InputStatus::kMoreAvailable;
+}
+
+void NetworkInputProcessor::drainChannel(int c) {
+  const auto ci = static_cast<size_t>(c);
+  const uint8_t* data;
+  size_t size;
+  while (!aligner_.isBlocked(c)) {
+    if (!decoders_[ci].hasBuffer()) {
+      if (queued_[ci].empty()) return;
+      decoders_[ci].setBuffer(queued_[ci].front());
+      queued_[ci].pop_front();
+    }
+    while (!aligner_.isBlocked(c) && decoders_[ci].next(data, size)) handle(c, data, size);
+  }
+}
+
+void NetworkInputProcessor::apply(int input, const WatermarkValve::Emit& e) {
+  if (e.watermark) head_.processWatermark(input, Watermark{e.watermarkValue});
+  if (e.status) head_.processWatermarkStatus(input, e.statusValue);
+}
+
+void NetworkInputProcessor::handle(int c, const uint8_t* data, size_t size) {
+  const auto ci = static_cast<size_t>(c);
+  DataInputView in(data, size);
+  const int input = channels_[ci].inputIndex;
+  const auto vi = static_cast<size_t>(input);
+  auto tag = static_cast<ElementTag>(in.readU8());
+  switch (tag) {
+    case ElementTag::kRecord: processors_[ci]->processRecord(in, false, kMinTimestamp); break;
+    case ElementTag::kRecordWithTimestamp: {
+      int64_t ts = in.readI64();
+      processors_[ci]->processRecord(in, true, ts);
+      break;
+    }
+    case ElementTag::kWatermark:
+      apply(input, valves_[vi].onWatermark(localIndex_[ci], in.readI64()));
+      break;
+    case ElementTag::kWatermarkStatus:
+      apply(input,
+            valves_[vi].onStatus(localIndex_[ci], static_cast<WatermarkStatus>(in.readU8())));
+      break;
+    case ElementTag::kBarrier: {
+      CheckpointBarrier b;
+      checkpoint::CheckpointOptions o;
+      checkpoint::decodeBarrier(in, b, o);
+      aligner_.processBarrier(c, b, o);
+      break;
+    }
+    case ElementTag::kEndOfPartition:
+      ++ended_;
+      apply(input, valves_[vi].onEndOfPartition(localIndex_[ci]));
+      if (++endedPerInput_[vi] == channelsPerInput_[vi]) head_.endInput(input);
+      aligner_.processEndOfPartition(c);
+      break;
+    default:
+      throw SerializationError(fmt::format("corrupt stream: unknown element tag {} on channel {}",
+                                           static_cast<int>(tag), c));
+  }
+}
+
+void NetworkInputProcessor::triggerCheckpoint(const CheckpointBarrier& barrier,
+                                              const checkpoint::CheckpointOptions&) {
+  handler_.declineCheckpoint(barrier.id, "only sources are triggered");
+}
+
+void NetworkInputProcessor::abortCheckpoint(int64_t id, const checkpoint::CheckpointOptions&) {
+  aligner_.abortCheckpoint(id);
+}
+
+void NetworkInputProcessor::triggerCheckpointOnBarrier(
+    const CheckpointBarrier& barrier, const checkpoint::CheckpointOptions& options) {
+  handler_.performCheckpoint(barrier, options);
+}
+
+void NetworkInputProcessor::declineCheckpointOnBarrier(int64_t id, const std::string& reason) {
+  handler_.declineCheckpoint(id, reason);
+}
+
+void NetworkInputProcessor::release() {
+  for (auto& q : queued_) {
+    for (Buffer& buffer : q) buffer.pool->recycle(buffer.data);
+    q.clear();
+  }
+  for (auto& d : decoders_) d.release();
+}
+
+}  // namespace sluice::runtime

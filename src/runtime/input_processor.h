@@ -1,0 +1,125 @@
+// Input processors: how a task's head operator gets its input (Flink's
+// StreamInputProcessor and SourceOperator's loop).
+//
+// SourceInputProcessor: the head is a source reader; each call lets it emit
+// a bounded batch. Checkpoints are triggered here by the coordinator: the
+// barrier starts at the source. A stop-with-savepoint stops the source
+// after its barrier (with drain, after the maximum watermark).
+//
+// NetworkInputProcessor: the head reads the task's input gate; each call
+// decodes one buffer (or resumes a channel that alignment had blocked).
+// Watermarks go through one WatermarkValve per input (the minimum over its
+// active channels); barriers go through the BarrierAligner; end of
+// partition ends an input once all its channels ended.
+//
+// Task thread only.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <sluice/graph/job_graph.h>
+#include <sluice/graph/operator.h>
+
+#include "checkpoint/barrier_aligner.h"
+#include "checkpoint/checkpoint_options.h"
+#include "runtime/input_gate.h"
+#include "runtime/record_writer.h"
+#include "runtime/watermark_valve.h"
+
+namespace sluice::runtime {
+
+// What feeds gate channel k of a task.
+struct InputChannelInfo {
+  int streamEdge = -1;
+  int inputIndex = 0;
+};
+
+// What an input processor asks of its task when a checkpoint is due.
+class CheckpointHandler {
+ public:
+  virtual ~CheckpointHandler() = default;
+  // Snapshot now and forward the barrier downstream.
+  virtual void performCheckpoint(const CheckpointBarrier& barrier,
+                                 const checkpoint::CheckpointOptions& options) = 0;
+  // This task does not take checkpoint `id` (not a failure of it).
+  virtual void declineCheckpoint(int64_t id, const std::string& reason) = 0;
+};
+
+class InputProcessor {
+ public:
+  virtual ~InputProcessor() = default;
+  // Processes what is available now.
+  virtual InputStatus processInput() = 0;
+  // The coordinator's trigger reached this task.
+  virtual void triggerCheckpoint(const CheckpointBarrier& barrier,
+                                 const checkpoint::CheckpointOptions& options) = 0;
+  // The coordinator aborted checkpoint `id`.
+  virtual void abortCheckpoint(int64_t id, const checkpoint::CheckpointOptions& options) = 0;
+  // Returns the buffers it holds to their pools.
+  virtual void release() {}
+};
+
+class SourceInputProcessor final : public InputProcessor {
+ public:
+  SourceInputProcessor(SourceOperatorBase& source, OutputBase& output, CheckpointHandler& handler)
+      : source_(source), output_(output), handler_(handler) {}
+
+  InputStatus processInput() override;
+  void triggerCheckpoint(const CheckpointBarrier& barrier,
+                         const checkpoint::CheckpointOptions& options) override;
+  void abortCheckpoint(int64_t id, const checkpoint::CheckpointOptions& options) override;
+
+  SourceOperatorBase& source() { return source_; }
+
+ private:
+  SourceOperatorBase& source_;
+  OutputBase& output_;
+  CheckpointHandler& handler_;
+  bool stopped_ = false;  // a stop-with-savepoint barrier was emitted
+};
+
+class NetworkInputProcessor final : public InputProcessor,
+                                    private checkpoint::BarrierAligner::Actions {
+ public:
+  NetworkInputProcessor(StreamOperatorBase& head, InputGate& gate,
+                        const std::vector<InputChannelInfo>& channels, const StreamGraph& graph,
+                        CheckpointingMode mode, CheckpointHandler& handler);
+
+  InputStatus processInput() override;
+  void triggerCheckpoint(const CheckpointBarrier& barrier,
+                         const checkpoint::CheckpointOptions& options) override;
+  void abortCheckpoint(int64_t id, const checkpoint::CheckpointOptions& options) override;
+  void release() override;
+
+ private:
+  // BarrierAligner::Actions
+  void triggerCheckpointOnBarrier(const CheckpointBarrier& barrier,
+                                  const checkpoint::CheckpointOptions& options) override;
+  void declineCheckpointOnBarrier(int64_t id, const std::string& reason) override;
+
+  // Decodes channel c's buffers until they are used up or c is blocked.
+  void drainChannel(int c);
+  void handle(int c, const uint8_t* data, size_t size);
+  void apply(int input, const WatermarkValve::Emit& emit);
+  int numberOfChannels() const { return static_cast<int>(channels_.size()); }
+
+  StreamOperatorBase& head_;
+  InputGate& gate_;
+  const std::vector<InputChannelInfo>& channels_;
+  CheckpointHandler& handler_;
+  std::vector<ElementDecoder> decoders_;
+  std::vector<std::unique_ptr<RecordProcessorBase>> processors_;
+  std::vector<int> localIndex_;  // channel -> index among its input's channels
+  std::vector<int> channelsPerInput_;
+  std::vector<int> endedPerInput_;
+  std::vector<WatermarkValve> valves_;
+  std::vector<std::deque<Buffer>> queued_;  // buffers of blocked or busy channels
+  checkpoint::BarrierAligner aligner_;
+  int ended_ = 0;
+};
+
+}  // namespace sluice::runtime

@@ -1,0 +1,372 @@
+#include "runtime/scheduler.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include <sluice/core/config_options.h>
+
+#include "checkpoint/state_assignment.h"
+#include "core/logging.h"
+
+namespace sluice::runtime {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// One attempt to run the job: every task, its thread and the source
+// coordinators. A restart builds a new attempt from the latest checkpoint.
+struct Scheduler::Attempt {
+  int number = 0;
+  std::unique_ptr<TaskServices> services;
+  std::vector<std::vector<std::unique_ptr<Task>>> tasks;  // [vertex][subtask]
+  std::vector<std::unique_ptr<SourceCoordinatorHolder>> coordinators;
+  std::vector<int> coordinatorNodes;  // stream node of each coordinator
+  std::vector<std::thread> threads;
+  std::vector<TaskResult> results;
+  std::vector<Task*> flat;
+  // Guarded by Scheduler::mu_.
+  bool failed = false;
+  std::string firstError;
+  std::set<Task*> finished;
+  bool finalPhase = false;  // every task finished; the final commit is under way
+
+  Task& task(checkpoint::TaskId id) {
+    return *tasks.at(static_cast<size_t>(id.vertex)).at(static_cast<size_t>(id.subtask));
+  }
+};
+
+Scheduler::Scheduler(std::shared_ptr<const StreamGraph> graph, const JobGraph& jobGraph,
+                     MiniClusterOptions options, checkpoint::CheckpointCoordinator& coordinator,
+                     SerialExecutor& checkpointExecutor, std::string jobId)
+    : graph_(std::move(graph)),
+      jobGraph_(jobGraph),
+      options_(std::move(options)),
+      coordinator_(coordinator),
+      checkpointExecutor_(checkpointExecutor),
+      jobId_(std::move(jobId)),
+      restartStrategy_(
+          createRestartStrategy(options_.configuration, coordinator.config().periodic())) {}
+
+Scheduler::~Scheduler() = default;
+
+void Scheduler::start(const checkpoint::CompletedCheckpoint* restore) { startAttempt(0, restore); }
+
+// ---- attempts -------------------------------------------------------------------
+
+void Scheduler::startAttempt(int number, const checkpoint::CompletedCheckpoint* cp) {
+  const StreamGraph& sg = *graph_;
+  const JobGraph& jg = jobGraph_;
+  checkpoint::StateAssignment restores;
+  if (cp != nullptr) {
+    const checkpoint::CheckpointCoordinator::JobInfo& job = coordinator_.job();
+    Result<checkpoint::StateAssignment> assigned =
+        checkpoint::assignStates(*cp, sg, jg, job.uids, coordinator_.config().ignoreUnclaimedState);
+    if (!assigned.isOk()) throw SluiceException(assigned.status().message());
+    restores = std::move(assigned).value();
+    log::info("Job {} attempt {} restores from {}", jobId_, number, cp->describe());
+  }
+  auto a = std::make_unique<Attempt>();
+  a->number = number;
+  int slots = 1;
+  for (const auto& v : jg.vertices) slots = std::max(slots, v.parallelism);
+  std::shared_ptr<const Clock> clock = options_.clock;
+  if (!clock) clock = std::shared_ptr<const Clock>(&SystemClock::instance(), [](const Clock*) {});
+  a->services = std::make_unique<TaskServices>(options_.configuration, std::move(clock), slots,
+                                               &checkpointExecutor_);
+  const checkpoint::CheckpointCoordinatorConfig& cc = coordinator_.config();
+  const std::string incrementalShared =
+      cc.incremental ? coordinator_.storage().sharedDirectory() : std::string();
+  a->tasks.resize(jg.vertices.size());
+  for (const auto& v : jg.vertices) {
+    for (int s = 0; s < v.parallelism; ++s) {
+      auto task = std::make_unique<Task>(sg, jg, v.id, s, number);
+      task->setServices(a->services.get());
+      task->setListener(this);
+      task->setCheckpointing(&coordinator_, cc.mode, incrementalShared);
+      auto r = restores.tasks.find(checkpoint::TaskId{v.id, s});
+      if (r != restores.tasks.end()) task->setRestore(std::move(r->second));
+      a->tasks[v.id].push_back(std::move(task));
+    }
+  }
+  wire(*a);
+  for (const auto& v : jg.vertices) {
+    const StreamNode& head = sg.node(v.head());
+    if (!head.factory->isSource()) continue;
+    std::vector<Task*> ts;
+    for (auto& t : a->tasks[v.id]) ts.push_back(t.get());
+    auto cs = restores.coordinatorStates.find(head.id);
+    a->coordinators.push_back(std::make_unique<SourceCoordinatorHolder>(
+        ts, *head.factory, cs == restores.coordinatorStates.end() ? nullptr : &cs->second));
+    a->coordinatorNodes.push_back(head.id);
+    for (auto& t : a->tasks[v.id]) t->setSourceCoordinator(a->coordinators.back().get());
+  }
+  std::vector<checkpoint::TaskId> ids;
+  for (auto& per : a->tasks) {
+    for (auto& t : per) {
+      a->flat.push_back(t.get());
+      ids.push_back({t->vertexId(), t->subtask()});
+    }
+  }
+  a->results.resize(a->flat.size());
+  for (auto& c : a->coordinators) c->start();
+
+  Attempt* raw = a.get();
+  {
+    std::lock_guard lock(mu_);
+    attempt_ = std::move(a);
+  }
+  coordinator_.attemptStarted(this, std::move(ids));
+  for (size_t i = 0; i < raw->flat.size(); ++i) {
+    raw->threads.emplace_back([this, raw, i] {
+      raw->results[i] = raw->flat[i]->run();
+      if (raw->results[i].failed) failAttempt(raw->results[i].error);
+    });
+  }
+  if (cancelRequested_.load()) {
+    for (Task* t : raw->flat) t->cancel();
+  }
+}
+
+// Gate channels: for each consumer subtask, the channels of its input edges
+// in edge order; then one record writer per output edge of each producer.
+void Scheduler::wire(Attempt& a) {
+  const StreamGraph& sg = *graph_;
+  const JobGraph& jg = jobGraph_;
+  ExecutionGraph eg = createExecutionGraph(jg);
+  std::vector<std::vector<int>> gateChannel(jg.edges.size());  // per edge, per channel
+  for (const auto& v : jg.vertices) {
+    for (int s = 0; s < v.parallelism; ++s) {
+      std::vector<InputChannelInfo> infos;
+      for (int je : v.inputs) {
+        auto& chans = eg.channels[je];
+        gateChannel[je].resize(chans.size(), -1);
+        for (size_t k = 0; k < chans.size(); ++k) {
+          if (chans[k].consumerSubtask != s) continue;
+          gateChannel[je][k] = static_cast<int>(infos.size());
+          const StreamEdge& e = sg.edge(jg.edges[je].streamEdge);
+          infos.push_back({e.id, e.inputIndex});
+        }
+      }
+      a.tasks[v.id][s]->createGate(std::move(infos));
+    }
+  }
+  for (const auto& v : jg.vertices) {
+    for (int je : v.outputs) {
+      const auto& chans = eg.channels[je];
+      const JobEdge& edge = jg.edges[je];
+      for (int s = 0; s < v.parallelism; ++s) {
+        std::vector<RecordWriter::Target> targets;
+        for (size_t k = 0; k < chans.size(); ++k) {
+          if (chans[k].producerSubtask != s) continue;
+          Task& consumer = *a.tasks[edge.target][chans[k].consumerSubtask];
+          targets.push_back({&consumer.gate(), gateChannel[je][k]});
+        }
+        a.tasks[v.id][s]->addWriter(je, std::move(targets), options_.segmentSize,
+                                    options_.buffersPerChannel, options_.floatingBuffers);
+      }
+    }
+  }
+}
+
+void Scheduler::failAttempt(const std::string& error) {
+  {
+    std::lock_guard lock(mu_);
+    if (!attempt_ || attempt_->failed) return;
+    attempt_->failed = true;
+    attempt_->firstError = error;
+    log::error("{}", error);
+    for (Task* t : attempt_->flat) t->cancel();
+  }
+  coordinator_.attemptFailed();
+}
+
+void Scheduler::joinAttempt() {
+  Attempt* a;
+  {
+    std::lock_guard lock(mu_);
+    a = attempt_.get();
+  }
+  for (auto& t : a->threads) t.join();
+  coordinator_.attemptEnded();
+}
+
+bool Scheduler::shouldRestart(Attempt& a) {
+  std::unique_lock lock(mu_);
+  // Without checkpoints, a failure after the final commit began cannot be
+  // undone by a restart (it would write the output again).
+  const bool restartable = !a.finalPhase || coordinator_.config().periodic();
+  if (!a.failed || cancelRequested_.load() || stoppedWithSavepoint_) return false;
+  if (!restartable) {
+    log::error(
+        "Job {} failed while committing its final output; not restarting, because a restart "
+        "would write that output again",
+        jobId_);
+    return false;
+  }
+  auto delay = restartStrategy_->onFailure(SteadyClock::now());
+  if (!delay) {
+    log::error("Job {} failed and {} gives up: {}", jobId_, restartStrategy_->describe(),
+               a.firstError);
+    return false;
+  }
+  log::warn("Job {} failed ({}); restarting in {} ms ({})", jobId_, a.firstError, delay->count(),
+            restartStrategy_->describe());
+  cv_.wait_for(lock, *delay, [&] { return cancelRequested_.load(); });
+  if (cancelRequested_.load()) {
+    cancelledWhileRestarting_ = true;
+    return false;
+  }
+  return true;
+}
+
+JobOutcome Scheduler::run() {
+  std::string coordinatorError;
+  for (;;) {
+    joinAttempt();
+    Attempt& a = *attempt_;
+    for (auto& c : a.coordinators) {
+      try {
+        c->close();
+      } catch (...) {
+        if (coordinatorError.empty()) {
+          coordinatorError = "source enumerator close() failed: " + describeCurrentException();
+        }
+      }
+    }
+    if (!shouldRestart(a)) break;
+    std::optional<checkpoint::CompletedCheckpoint> from = coordinator_.latestCompleted();
+    ++restarts_;
+    try {
+      startAttempt(a.number + 1, from ? &*from : nullptr);
+    } catch (...) {
+      std::lock_guard lock(mu_);
+      a.failed = true;
+      a.firstError = "restart failed: " + describeCurrentException();
+      break;
+    }
+  }
+  return outcome(*attempt_, coordinatorError);
+}
+
+JobOutcome Scheduler::outcome(Attempt& a, const std::string& coordinatorError) {
+  JobOutcome out;
+  std::map<std::string, std::unique_ptr<Accumulator>> accs;
+  std::string accumulatorError;
+  bool anyCancelled = false;
+  try {
+    for (auto& r : a.results) {
+      anyCancelled |= r.cancelled;
+      out.numRecordsDropped += r.numRecordsDropped;
+      for (auto& [name, v] : r.counters) out.counters[name] += v;
+      for (auto& [name, acc] : r.accumulators) {
+        auto it = accs.find(name);
+        if (it == accs.end()) {
+          accs.emplace(name, acc->clone());
+        } else if (it->second->getLocalValue().index() != acc->getLocalValue().index()) {
+          accumulatorError = fmt::format(
+              "accumulator '{}' is registered with different types in different operators", name);
+        } else {
+          it->second->merge(*acc);
+        }
+      }
+    }
+    for (auto& [name, acc] : accs) out.accumulators[name] = acc->getLocalValue();
+  } catch (...) {
+    accumulatorError = "merging accumulators failed: " + describeCurrentException();
+  }
+  if (accumulatorError.empty()) accumulatorError = coordinatorError;
+  std::lock_guard lock(mu_);
+  if (stoppedWithSavepoint_ && !a.failed) {
+    out.state = JobStatus::kFinished;
+  } else if (cancelledWhileRestarting_) {
+    out.state = JobStatus::kCanceled;
+  } else if (a.failed || !accumulatorError.empty()) {
+    out.state = JobStatus::kFailed;
+    out.error = a.failed ? a.firstError : accumulatorError;
+  } else if (cancelRequested_.load() && anyCancelled) {
+    // A cancel that came after every task had finished changes nothing.
+    out.state = JobStatus::kCanceled;
+  } else {
+    out.state = JobStatus::kFinished;
+  }
+  return out;
+}
+
+void Scheduler::cancel() {
+  cancelRequested_.store(true);
+  std::lock_guard lock(mu_);
+  cv_.notify_all();
+  if (attempt_) {
+    for (Task* t : attempt_->flat) t->cancel();
+  }
+}
+
+// ---- TaskListener ------------------------------------------------------------------
+
+void Scheduler::taskFinished(int vertex, int subtask) {
+  bool all = false;
+  {
+    std::lock_guard lock(mu_);
+    if (!attempt_) return;
+    Task* task = &attempt_->task({vertex, subtask});
+    attempt_->finished.insert(task);
+    all = attempt_->finished.size() == attempt_->flat.size();
+    if (all) attempt_->finalPhase = true;
+  }
+  // Marked finished first: a checkpoint triggered from now on asks the task
+  // directly, and one pending now asks it here.
+  coordinator_.taskFinished({vertex, subtask});
+  if (all) coordinator_.allTasksFinished();
+}
+
+// ---- CheckpointTaskGateway ------------------------------------------------------------
+
+Result<std::map<int, std::string>> Scheduler::triggerCheckpoint(
+    const CheckpointBarrier& barrier, const checkpoint::CheckpointOptions& options) {
+  std::lock_guard lock(mu_);
+  Attempt& a = *attempt_;
+  // Finished tasks get no barrier: they are asked directly. (Sources are
+  // triggered through their coordinator, finished or not.)
+  for (Task* t : a.finished) {
+    if (!graph_->node(jobGraph_.vertices.at(t->vertexId()).head()).factory->isSource()) {
+      t->triggerCheckpoint(barrier, options);
+    }
+  }
+  std::map<int, std::string> states;
+  for (size_t i = 0; i < a.coordinators.size(); ++i) {
+    try {
+      states[a.coordinatorNodes[i]] = a.coordinators[i]->snapshotAndTrigger(barrier, options);
+    } catch (...) {
+      return Status::userError(fmt::format("source '{}' could not snapshot its enumerator: {}",
+                                           graph_->node(a.coordinatorNodes[i]).name,
+                                           describeCurrentException()));
+    }
+  }
+  return states;
+}
+
+void Scheduler::triggerFinishedTask(checkpoint::TaskId task, const CheckpointBarrier& barrier,
+                                    const checkpoint::CheckpointOptions& options) {
+  std::lock_guard lock(mu_);
+  attempt_->task(task).triggerCheckpoint(barrier, options);
+}
+
+void Scheduler::notifyCheckpointComplete(int64_t id) {
+  std::lock_guard lock(mu_);
+  for (Task* t : attempt_->flat) t->notifyCheckpointComplete(id);
+}
+
+void Scheduler::notifyCheckpointAborted(int64_t id, const checkpoint::CheckpointOptions& options) {
+  std::lock_guard lock(mu_);
+  for (Task* t : attempt_->flat) t->notifyCheckpointAborted(id, options);
+}
+
+void Scheduler::failJob(const std::string& cause) { failAttempt(cause); }
+
+void Scheduler::stopWithSavepointComplete() {
+  std::lock_guard lock(mu_);
+  stoppedWithSavepoint_ = true;
+  for (Task* t : attempt_->flat) t->cancel();
+}
+
+}  // namespace sluice::runtime

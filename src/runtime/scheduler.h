@@ -1,0 +1,119 @@
+// Scheduler: runs one job's attempts (Flink's DefaultScheduler with its
+// restart strategy, in one process).
+//
+// An attempt is every subtask of the job as a Task on its own thread, wired
+// by in-process channels, with the source coordinators; it restores the
+// state the coordinator's latest completed checkpoint assigns it
+// (checkpoint/state_assignment.h). When a task fails, the attempt is
+// cancelled; once every task has stopped, the restart strategy decides
+// whether a new attempt starts (after its delay) or the job fails. The
+// scheduler is also the checkpoint coordinator's CheckpointTaskGateway: it
+// reaches the running attempt's tasks and source coordinators.
+//
+// Thread-safe. run() is the body of the job's monitor thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sluice/core/clock.h>
+#include <sluice/core/config.h>
+#include <sluice/core/job_status.h>
+#include <sluice/core/runtime_context.h>
+#include <sluice/graph/job_graph.h>
+
+#include "checkpoint/checkpoint_coordinator.h"
+#include "core/serial_executor.h"
+#include "runtime/restart_strategy.h"
+#include "runtime/source_coordinator_holder.h"
+#include "runtime/task.h"
+
+namespace sluice::runtime {
+
+struct MiniClusterOptions {
+  size_t segmentSize = 32 * 1024;  // taskmanager.memory.segment-size
+  int buffersPerChannel = 2;       // taskmanager.network.memory.buffers-per-channel
+  int floatingBuffers = 8;         // taskmanager.network.memory.floating-buffers-per-gate
+  // The job's configuration, as operators see it (state backend settings).
+  Configuration configuration;
+  // Processing time for every operator; null means the system clock.
+  std::shared_ptr<const Clock> clock;
+};
+
+struct JobOutcome {
+  JobStatus state = JobStatus::kCreated;
+  std::string error;  // the first failure's message, when kFailed
+  int64_t netRuntimeMs = 0;
+  std::map<std::string, Accumulator::Value> accumulators;
+  int64_t numRecordsDropped = 0;
+  std::map<std::string, int64_t> counters;
+};
+
+class Scheduler final : private TaskListener, private checkpoint::CheckpointTaskGateway {
+ public:
+  Scheduler(std::shared_ptr<const StreamGraph> graph, const JobGraph& jobGraph,
+            MiniClusterOptions options, checkpoint::CheckpointCoordinator& coordinator,
+            SerialExecutor& checkpointExecutor, std::string jobId);
+  ~Scheduler() override;
+
+  // Starts the first attempt, restoring `restore` when given. Throws when
+  // the restore is impossible or a source enumerator cannot start.
+  void start(const checkpoint::CompletedCheckpoint* restore);
+  // Runs attempts until the job reached a terminal state; then no task
+  // runs. The outcome's netRuntimeMs is left to the caller.
+  JobOutcome run();
+  // Cancels every task; run() then reports kCanceled.
+  void cancel();
+  int64_t restarts() const { return restarts_.load(); }
+
+ private:
+  struct Attempt;
+
+  void startAttempt(int number, const checkpoint::CompletedCheckpoint* restore);
+  void wire(Attempt& attempt);
+  void failAttempt(const std::string& error);
+  // Waits for the running attempt's threads; then no task runs.
+  void joinAttempt();
+  // Whether to start another attempt, after waiting its delay.
+  bool shouldRestart(Attempt& attempt);
+  JobOutcome outcome(Attempt& attempt, const std::string& coordinatorError);
+
+  // TaskListener
+  void taskFinished(int vertex, int subtask) override;
+  // CheckpointTaskGateway
+  Result<std::map<int, std::string>> triggerCheckpoint(
+      const CheckpointBarrier& barrier, const checkpoint::CheckpointOptions& options) override;
+  void triggerFinishedTask(checkpoint::TaskId task, const CheckpointBarrier& barrier,
+                           const checkpoint::CheckpointOptions& options) override;
+  void notifyCheckpointComplete(int64_t id) override;
+  void notifyCheckpointAborted(int64_t id, const checkpoint::CheckpointOptions& options) override;
+  void failJob(const std::string& cause) override;
+  void stopWithSavepointComplete() override;
+
+  const std::shared_ptr<const StreamGraph> graph_;
+  const JobGraph& jobGraph_;
+  const MiniClusterOptions options_;
+  checkpoint::CheckpointCoordinator& coordinator_;
+  SerialExecutor& checkpointExecutor_;
+  const std::string jobId_;
+  std::unique_ptr<RestartStrategy> restartStrategy_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::unique_ptr<Attempt> attempt_;  // the running one
+  bool stoppedWithSavepoint_ = false;
+  bool cancelledWhileRestarting_ = false;
+  std::atomic<bool> cancelRequested_{false};
+  std::atomic<int64_t> restarts_{0};
+};
+
+}  // namespace sluice::runtime
