@@ -1,0 +1,423 @@
+// The checkpoint coordinator on its own, with a fake clock and a fake
+// gateway instead of a running job: periodic triggers, min pause, max
+// concurrent, timeouts, declines, tolerable failures, savepoints, the final
+// checkpoint, completion notices and retention. Nothing here waits on time.
+#include "checkpoint/checkpoint_coordinator.h"
+
+#include <filesystem>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <sluice/sluice.h>
+
+#include "checkpoint/checkpoint_metadata.h"
+#include "checkpoint/state_assignment.h"
+#include "harness/temp_dir.h"
+
+namespace sluice::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using Ms = std::chrono::milliseconds;
+using Time = CheckpointCoordinator::SteadyTime;
+
+// What the coordinator asked of the (absent) tasks.
+class FakeGateway final : public CheckpointTaskGateway {
+ public:
+  Result<std::map<int, std::string>> triggerCheckpoint(const CheckpointBarrier& barrier,
+                                                       const CheckpointOptions& options) override {
+    std::lock_guard lock(mu);
+    triggered.push_back(barrier.id);
+    directories.push_back(options.targetDirectory);
+    if (!enumeratorError.empty()) return Status::userError(enumeratorError);
+    return std::map<int, std::string>{{0, "enumerator@" + std::to_string(barrier.id)}};
+  }
+  void triggerFinishedTask(TaskId task, const CheckpointBarrier& barrier,
+                           const CheckpointOptions&) override {
+    std::lock_guard lock(mu);
+    finishedTriggers.emplace_back(task, barrier.id);
+  }
+  void notifyCheckpointComplete(int64_t id) override {
+    std::lock_guard lock(mu);
+    completed.push_back(id);
+  }
+  void notifyCheckpointAborted(int64_t id, const CheckpointOptions&) override {
+    std::lock_guard lock(mu);
+    aborted.push_back(id);
+  }
+  void failJob(const std::string& cause) override {
+    std::lock_guard lock(mu);
+    failures.push_back(cause);
+  }
+  void stopWithSavepointComplete() override { ++stops; }
+
+  std::mutex mu;
+  std::vector<int64_t> triggered;
+  std::vector<std::string> directories;
+  std::vector<std::pair<TaskId, int64_t>> finishedTriggers;
+  std::vector<int64_t> completed;
+  std::vector<int64_t> aborted;
+  std::vector<std::string> failures;
+  std::string enumeratorError;
+  int stops = 0;
+};
+
+// A source -> keyed sum job at parallelism 2: vertices 0 (source) and 1.
+struct Job {
+  Job() {
+    StreamExecutionEnvironment env;
+    env.setParallelism(2);
+    env.fromSequence(1, 10)
+        .uid("source")
+        .keyBy([](int64_t v) { return v % 3; })
+        .reduce([](int64_t a, int64_t b) { return a + b; })
+        .uid("sum")
+        .print();
+    auto g = std::make_shared<StreamGraph>(env.getStreamGraph());
+    g->jobName = "coordinator test";
+    g->defaultParallelism = 2;
+    g->resolve();
+    graph = g;
+    jobGraph = createJobGraph(*graph);
+    for (const auto& v : jobGraph.vertices) {
+      for (int s = 0; s < v.parallelism; ++s) tasks.push_back({v.id, s});
+    }
+  }
+  std::shared_ptr<const StreamGraph> graph;
+  JobGraph jobGraph;
+  std::vector<TaskId> tasks;
+};
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  void start(CheckpointCoordinatorConfig config) {
+    CheckpointCoordinator::JobInfo info{"0123456789abcdef0123456789abcdef", job.graph,
+                                        &job.jobGraph, operatorUids(*job.graph)};
+    coordinator =
+        std::make_unique<CheckpointCoordinator>(config, info, clock, [this] { return now; });
+    coordinator->attemptStarted(&gateway, job.tasks);
+  }
+  static CheckpointCoordinatorConfig periodic(int64_t intervalMs) {
+    CheckpointCoordinatorConfig c;
+    c.interval = Ms(intervalMs);
+    return c;
+  }
+  // Every task acknowledges checkpoint `id` with a little operator state.
+  void ackAll(int64_t id) {
+    for (TaskId t : job.tasks) {
+      TaskStateSnapshot s;
+      s.operators[job.jobGraph.vertices[t.vertex].head()].operatorState =
+          "state of " + std::to_string(t.vertex) + "/" + std::to_string(t.subtask);
+      coordinator->acknowledgeCheckpoint(id, t, std::move(s));
+    }
+  }
+  void advance(int64_t ms) {
+    now += Ms(ms);
+    coordinator->runDue(now);
+  }
+
+  Job job;
+  FakeGateway gateway;
+  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>(5000);
+  Time now = Time{} + std::chrono::hours(1);
+  std::unique_ptr<CheckpointCoordinator> coordinator;
+};
+
+TEST_F(CoordinatorTest, TriggersEveryIntervalAndCompletesOnceEveryTaskAcknowledged) {
+  start(periodic(100));
+  advance(0);  // schedules the first one an interval from now
+  advance(99);
+  EXPECT_TRUE(gateway.triggered.empty());
+  advance(1);
+  ASSERT_THAT(gateway.triggered, ElementsAre(1));
+  EXPECT_EQ(gateway.directories[0], "") << "no state.checkpoints.dir: in memory";
+  // Three of four tasks acknowledged: still pending.
+  TaskStateSnapshot empty;
+  for (size_t i = 0; i + 1 < job.tasks.size(); ++i) {
+    coordinator->acknowledgeCheckpoint(1, job.tasks[i], TaskStateSnapshot{});
+  }
+  coordinator->acknowledgeCheckpoint(1, job.tasks[0], TaskStateSnapshot{});  // repeated: ignored
+  EXPECT_EQ(coordinator->numberOfPending(), 1u);
+  EXPECT_TRUE(gateway.completed.empty());
+  coordinator->acknowledgeCheckpoint(1, job.tasks.back(), TaskStateSnapshot{});
+  EXPECT_THAT(gateway.completed, ElementsAre(1));
+  const CheckpointStats stats = coordinator->stats();
+  EXPECT_EQ(stats.completed, 1);
+  EXPECT_EQ(stats.latestCompletedId, 1);
+  auto latest = coordinator->latestCompleted();
+  ASSERT_TRUE(latest.has_value());
+  EXPECT_EQ(latest->id, 1);
+  EXPECT_EQ(latest->timestamp, 5000) << "barriers are stamped with the job's clock";
+  const OperatorCheckpointState* source = latest->find("source");
+  ASSERT_NE(source, nullptr);
+  EXPECT_TRUE(source->hasCoordinatorState);
+  EXPECT_EQ(source->coordinatorState, "enumerator@1");
+  EXPECT_EQ(latest->find("sum"), nullptr) << "no task reported state for it";
+  advance(100);
+  EXPECT_THAT(gateway.triggered, ElementsAre(1, 2));
+}
+
+TEST_F(CoordinatorTest, MinPauseCountsFromTheEndOfTheLastCheckpoint) {
+  CheckpointCoordinatorConfig c = periodic(100);
+  c.minPause = Ms(250);
+  start(c);
+  advance(0);
+  advance(100);  // the interval is due, the pause since the start is not
+  EXPECT_TRUE(gateway.triggered.empty());
+  advance(150);  // +250
+  ASSERT_THAT(gateway.triggered, ElementsAre(1));
+  advance(50);
+  ackAll(1);     // ends at +300
+  advance(100);  // +400: the interval is due again
+  advance(149);  // +549
+  EXPECT_THAT(gateway.triggered, ElementsAre(1));
+  advance(1);  // +550 = end + 250
+  EXPECT_THAT(gateway.triggered, ElementsAre(1, 2));
+}
+
+TEST_F(CoordinatorTest, AtMostMaxConcurrentArePending) {
+  CheckpointCoordinatorConfig c = periodic(10);
+  c.maxConcurrent = 2;
+  start(c);
+  advance(0);
+  for (int i = 0; i < 10; ++i) advance(10);
+  EXPECT_THAT(gateway.triggered, ElementsAre(1, 2));
+  EXPECT_EQ(coordinator->numberOfPending(), 2u);
+  ackAll(1);
+  advance(10);
+  EXPECT_THAT(gateway.triggered, ElementsAre(1, 2, 3));
+}
+
+TEST_F(CoordinatorTest, TimeoutsAbortAndExceedingTheTolerableFailuresFailsTheJob) {
+  CheckpointCoordinatorConfig c = periodic(100);
+  c.timeout = Ms(1000);
+  c.tolerableFailures = 1;
+  start(c);
+  advance(0);
+  advance(100);
+  ASSERT_THAT(gateway.triggered, ElementsAre(1));
+  advance(999);
+  EXPECT_TRUE(gateway.aborted.empty());
+  advance(1);
+  EXPECT_THAT(gateway.aborted, ElementsAre(1));
+  EXPECT_EQ(coordinator->stats().failed, 1);
+  EXPECT_TRUE(gateway.failures.empty()) << "one failure is tolerated";
+  // A late acknowledgement of the aborted checkpoint changes nothing.
+  ackAll(1);
+  EXPECT_TRUE(gateway.completed.empty());
+  advance(100);
+  ASSERT_THAT(gateway.triggered, ElementsAre(1, 2));
+  advance(1000);
+  EXPECT_THAT(gateway.aborted, ElementsAre(1, 2));
+  ASSERT_EQ(gateway.failures.size(), 1u);
+  EXPECT_THAT(gateway.failures[0], HasSubstr("2 consecutive checkpoint(s) failed"));
+  EXPECT_THAT(gateway.failures[0],
+              HasSubstr("execution.checkpointing.tolerable-failed-checkpoints = 1"));
+  EXPECT_THAT(gateway.failures[0], HasSubstr("execution.checkpointing.timeout"));
+  // A failing attempt gets no more checkpoints.
+  advance(10000);
+  EXPECT_THAT(gateway.triggered, ElementsAre(1, 2));
+}
+
+TEST_F(CoordinatorTest, DeclinesCountOnlyWhenTheyAreFailuresAndACompletionResetsTheCount) {
+  CheckpointCoordinatorConfig c = periodic(10);
+  c.tolerableFailures = 1;
+  start(c);
+  advance(0);
+  advance(10);
+  coordinator->declineCheckpoint(1, job.tasks[1], "overtaken by a newer barrier", false);
+  EXPECT_THAT(gateway.aborted, ElementsAre(1));
+  EXPECT_EQ(coordinator->stats().failed, 0);
+  advance(10);
+  coordinator->declineCheckpoint(2, job.tasks[1], "could not snapshot", true);
+  EXPECT_EQ(coordinator->stats().failed, 1);
+  advance(10);
+  ackAll(3);
+  advance(10);
+  coordinator->declineCheckpoint(4, job.tasks[0], "could not snapshot", true);
+  EXPECT_TRUE(gateway.failures.empty()) << "the completed checkpoint 3 reset the count";
+  advance(10);
+  coordinator->declineCheckpoint(5, job.tasks[0], "could not write", true);
+  ASSERT_EQ(gateway.failures.size(), 1u);
+  EXPECT_THAT(gateway.failures[0], HasSubstr("could not write"));
+  // A decline of something no longer pending is ignored.
+  coordinator->declineCheckpoint(5, job.tasks[1], "again", true);
+  EXPECT_EQ(coordinator->stats().failed, 3);
+}
+
+TEST_F(CoordinatorTest, AnEnumeratorThatCannotSnapshotAbortsTheCheckpoint) {
+  start(periodic(10));
+  gateway.enumeratorError = "source 'S' could not snapshot its enumerator: boom";
+  advance(0);
+  advance(10);
+  EXPECT_THAT(gateway.aborted, ElementsAre(1));
+  EXPECT_EQ(coordinator->numberOfPending(), 0u);
+  ASSERT_EQ(gateway.failures.size(), 1u);
+  EXPECT_THAT(gateway.failures[0], HasSubstr("boom"));
+}
+
+TEST_F(CoordinatorTest, SavepointsReportTheirOutcomeAndNeverFailTheJob) {
+  test::TempDir dir("coordinator-savepoints");
+  CheckpointCoordinatorConfig c;  // no periodic checkpoints
+  start(c);
+  CheckpointOptions o;
+  o.type = CheckpointType::kSavepoint;
+  std::future<CheckpointResult> first = coordinator->triggerCheckpoint(o, dir.str());
+  ASSERT_THAT(gateway.triggered, ElementsAre(1));
+  const std::string location = gateway.directories[0];
+  EXPECT_THAT(location, HasSubstr(dir.str() + "/savepoint-012345-1"));
+  EXPECT_TRUE(fs::is_directory(location));
+  coordinator->declineCheckpoint(1, job.tasks[2], "disk full", true);
+  try {
+    first.get();
+    FAIL() << "the savepoint was declined";
+  } catch (const SluiceException& e) {
+    EXPECT_THAT(e.what(), HasSubstr("Savepoint 1 failed: disk full"));
+  }
+  EXPECT_FALSE(fs::exists(location)) << "an aborted savepoint leaves nothing behind";
+  EXPECT_TRUE(gateway.failures.empty());
+
+  std::future<CheckpointResult> second = coordinator->triggerCheckpoint(o, dir.str());
+  ackAll(2);
+  const CheckpointResult r = second.get();
+  EXPECT_EQ(r.id, 2);
+  EXPECT_TRUE(fs::exists(fs::path(r.directory) / kMetadataFileName));
+  Result<CompletedCheckpoint> stored = loadCheckpoint(r.directory);
+  ASSERT_TRUE(stored.isOk()) << stored.status().toString();
+  EXPECT_TRUE(stored.value().isSavepoint());
+  EXPECT_EQ(stored.value().find("source")->subtasks[1].operatorState, "state of 0/1");
+  EXPECT_EQ(coordinator->numberOfRetained(), 0u) << "savepoints are not retained checkpoints";
+}
+
+TEST_F(CoordinatorTest, StopWithSavepointEndsTheJobOnlyWhenItCompletes) {
+  test::TempDir dir("coordinator-stop");
+  start(CheckpointCoordinatorConfig{});
+  CheckpointOptions o;
+  o.type = CheckpointType::kSavepoint;
+  o.terminate = true;
+  auto f = coordinator->triggerCheckpoint(o, dir.str());
+  EXPECT_EQ(gateway.stops, 0);
+  ackAll(1);
+  f.get();
+  EXPECT_EQ(gateway.stops, 1);
+}
+
+TEST_F(CoordinatorTest, RefusesToTriggerWithoutARunningAttempt) {
+  start(periodic(10));
+  coordinator->attemptFailed();
+  auto f = coordinator->triggerCheckpoint(CheckpointOptions{}, "");
+  EXPECT_THROW(
+      {
+        try {
+          f.get();
+        } catch (const SluiceException& e) {
+          EXPECT_THAT(e.what(), HasSubstr("the job is not running"));
+          throw;
+        }
+      },
+      SluiceException);
+  advance(1000);
+  EXPECT_TRUE(gateway.triggered.empty());
+}
+
+TEST_F(CoordinatorTest, TheFinalCheckpointFollowsTheLastTaskAndCommitsOnCompletion) {
+  CheckpointCoordinatorConfig c = periodic(100000);
+  c.tolerableFailures = 1;
+  start(c);
+  advance(0);
+  // A task finishing while nothing is pending is asked nothing.
+  coordinator->taskFinished(job.tasks[0]);
+  EXPECT_TRUE(gateway.finishedTriggers.empty());
+  auto manual = coordinator->triggerCheckpoint(CheckpointOptions{}, "");
+  coordinator->taskFinished(job.tasks[1]);
+  ASSERT_EQ(gateway.finishedTriggers.size(), 1u) << "pending checkpoint 1 asks it directly";
+  EXPECT_EQ(gateway.finishedTriggers[0].first, job.tasks[1]);
+  EXPECT_EQ(gateway.finishedTriggers[0].second, 1);
+  ackAll(1);
+  EXPECT_EQ(manual.get().id, 1);
+  coordinator->allTasksFinished();
+  // A finished job takes no more manual or periodic checkpoints...
+  EXPECT_THROW(coordinator->triggerCheckpoint(CheckpointOptions{}, "").get(), SluiceException);
+  advance(0);  // ...but the final one
+  ASSERT_THAT(gateway.triggered, ElementsAre(1, 2));
+  coordinator->declineCheckpoint(2, job.tasks[3], "could not write", true);
+  advance(0);  // a failed final checkpoint is retried
+  ASSERT_THAT(gateway.triggered, ElementsAre(1, 2, 3));
+  ackAll(3);
+  EXPECT_THAT(gateway.completed, ElementsAre(1, 3, kFinalCheckpointId));
+  EXPECT_TRUE(gateway.failures.empty());
+}
+
+TEST_F(CoordinatorTest, AFinalCheckpointThatKeepsFailingFailsTheJob) {
+  start(periodic(100000));  // no failure tolerated
+  advance(0);
+  coordinator->allTasksFinished();
+  advance(0);
+  ASSERT_THAT(gateway.triggered, ElementsAre(1));
+  coordinator->declineCheckpoint(1, job.tasks[0], "could not write", true);
+  ASSERT_EQ(gateway.failures.size(), 1u);
+  EXPECT_THAT(gateway.failures[0], HasSubstr("the final checkpoint failed 1 time(s)"));
+  advance(0);
+  EXPECT_THAT(gateway.triggered, ElementsAre(1)) << "no retry once the job fails";
+}
+
+TEST_F(CoordinatorTest, WithoutCheckpointsTheFinalCommitComesAtOnce) {
+  start(CheckpointCoordinatorConfig{});
+  coordinator->allTasksFinished();
+  EXPECT_THAT(gateway.completed, ElementsAre(kFinalCheckpointId));
+  EXPECT_TRUE(gateway.triggered.empty());
+}
+
+TEST_F(CoordinatorTest, RetainsTheNewestCheckpointsAndShutdownAppliesRetention) {
+  test::TempDir dir("coordinator-retention");
+  CheckpointCoordinatorConfig c = periodic(10);
+  c.numRetained = 2;
+  c.checkpointsBase = dir.str();
+  start(c);
+  const fs::path jobDir = fs::path(dir.str()) / "0123456789abcdef0123456789abcdef";
+  advance(0);
+  for (int64_t id = 1; id <= 3; ++id) {
+    advance(10);
+    ASSERT_EQ(gateway.directories.back(), (jobDir / ("chk-" + std::to_string(id))).string());
+    ackAll(id);
+  }
+  EXPECT_FALSE(fs::exists(jobDir / "chk-1")) << "subsumed";
+  EXPECT_TRUE(fs::exists(jobDir / "chk-2" / kMetadataFileName));
+  EXPECT_TRUE(fs::exists(jobDir / "chk-3" / kMetadataFileName));
+  EXPECT_EQ(coordinator->numberOfRetained(), 2u);
+  EXPECT_EQ(coordinator->stats().latestCompletedDirectory, (jobDir / "chk-3").string());
+  coordinator->attemptEnded();
+  coordinator->shutdown(JobStatus::kFailed);
+  EXPECT_TRUE(fs::exists(jobDir / "chk-3")) << "a failed job's checkpoints stay";
+  coordinator->shutdown(JobStatus::kFinished);
+  EXPECT_FALSE(fs::exists(jobDir)) << "a finished job's checkpoints go";
+}
+
+TEST_F(CoordinatorTest, TheEndOfAnAttemptAbortsWhatIsPendingWithoutCountingIt) {
+  start(periodic(10));
+  advance(0);
+  advance(10);
+  coordinator->attemptEnded();
+  EXPECT_THAT(gateway.aborted, ElementsAre(1));
+  EXPECT_EQ(coordinator->stats().failed, 0);
+  EXPECT_EQ(coordinator->numberOfPending(), 0u);
+  ackAll(1);  // late: ignored
+  EXPECT_TRUE(gateway.completed.empty());
+  // The next attempt checkpoints again, an interval after it started.
+  coordinator->attemptStarted(&gateway, job.tasks);
+  advance(0);
+  advance(10);
+  EXPECT_THAT(gateway.triggered, ElementsAre(1, 2));
+}
+
+}  // namespace
+}  // namespace sluice::checkpoint
