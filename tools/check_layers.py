@@ -47,10 +47,13 @@ LAYERS = {
     "sql": 7,
 }
 
-# Folders of include/sluice/ that are no module of their own: internal/ holds
-# the engine templates the public API instantiates in a user's job, so it is
-# part of the API's layer.
-FOLDER_MODULES = {"internal": "api"}
+# include/sluice/internal/ is no module of its own: it holds the engine
+# templates the public API instantiates in a user's job, each of which sits at
+# the layer of what it includes. An include of an internal header therefore
+# counts as an include of the highest module that header reaches
+# (transitively), and the internal headers themselves are checked only for
+# private includes.
+INTERNAL = "internal"
 
 SOURCE_SUFFIXES = {".h", ".hh", ".hpp", ".hxx", ".inl", ".ipp", ".tcc", ".cc", ".cpp", ".cxx"}
 
@@ -73,6 +76,7 @@ class Checker:
         self.errors: list[str] = []
         self.unknown: dict[str, str] = {}  # module name -> where it was seen
         self.files_checked = 0
+        self.internal_cache: dict[str, str | None] = {}
 
     def rel(self, path: Path) -> str:
         try:
@@ -103,7 +107,7 @@ class Checker:
             parts = path.relative_to(self.include / "sluice").parts
             if len(parts) == 1:
                 return "api", False
-            return FOLDER_MODULES.get(parts[0], parts[0]), False
+            return parts[0], False
         except ValueError:
             pass
         return None, False
@@ -119,7 +123,9 @@ class Checker:
             parts = target.split("/")
             if len(parts) == 2:
                 return "api", False, target
-            return FOLDER_MODULES.get(parts[1], parts[1]), False, target
+            if parts[1] == INTERNAL:
+                return self.internal_module(self.include / target), False, target
+            return parts[1], False, target
 
         candidates = []
         if bracket == '"':
@@ -147,6 +153,29 @@ class Checker:
                 return module, private, target
         return None, False, target
 
+    def internal_module(self, path: Path) -> str | None:
+        """The highest module an internal header reaches through its includes."""
+        path = Path(os.path.normpath(path))
+        key = path.as_posix()
+        if key in self.internal_cache:
+            return self.internal_cache[key]
+        self.internal_cache[key] = None  # while it is being resolved (include cycles)
+        if not path.is_file():
+            return None
+        best = None
+        text = strip_block_comments(path.read_text(encoding="utf-8", errors="replace"))
+        for line in text.splitlines():
+            m = INCLUDE_RE.match(line)
+            if not m:
+                continue
+            dep, _, _ = self.resolve(path, m.group(1), m.group(2).strip())
+            if dep is None or dep not in LAYERS:
+                continue
+            if best is None or LAYERS[dep] > LAYERS[best]:
+                best = dep
+        self.internal_cache[key] = best
+        return best
+
     # ---- the check ----------------------------------------------------------
 
     def iter_files(self):
@@ -169,7 +198,7 @@ class Checker:
                 f"{rel}: source file directly in src/ belongs to no module; "
                 f"move it into src/<module>/")
             return
-        if module not in LAYERS:
+        if module not in LAYERS and module != INTERNAL:
             folder = "src" if not in_include else "include/sluice"
             self.unknown_module(module, f"{folder}/{module}/")
             return
@@ -195,7 +224,7 @@ class Checker:
             if dep not in LAYERS:
                 self.unknown_module(dep, f"{rel}:{lineno} (#include {bracket}{target})")
                 continue
-            if LAYERS[dep] > LAYERS[module]:
+            if module != INTERNAL and LAYERS[dep] > LAYERS[module]:
                 self.errors.append(
                     f"{rel}:{lineno} includes {shown}: {module} (layer {LAYERS[module]}) "
                     f"may not include {dep} (layer {LAYERS[dep]})")
@@ -264,6 +293,16 @@ def self_test() -> int:
         "include/sluice/core/bad.h": "#pragma once\n#include <sluice/sluice.h>\n",
     }, ["include/sluice/core/bad.h:2 includes sluice/sluice.h: core (layer 0) may not include "
         "api (layer 6)"])
+
+    expect("an internal header counts as the highest module it reaches", {
+        **clean,
+        "include/sluice/internal/typed_state.h": '#pragma once\n#include <sluice/state/x.h>\n',
+        "include/sluice/internal/typed_op.h":
+            '#pragma once\n#include <sluice/internal/typed_state.h>\n#include <sluice/api.h>\n',
+        "src/window/uses_state.cc": '#include <sluice/internal/typed_state.h>\n',
+        "src/state/uses_op.cc": '#include <sluice/internal/typed_op.h>\n',
+    }, ["src/state/uses_op.cc:1 includes sluice/internal/typed_op.h: state (layer 2) may not "
+        "include api (layer 6)"])
 
     expect("state includes runtime by relative path", {
         **clean,

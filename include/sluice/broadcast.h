@@ -45,6 +45,7 @@
 
 #include <sluice/checkpointed_function.h>
 #include <sluice/core/clock.h>
+#include <sluice/core/owned.h>
 #include <sluice/datastream.h>
 #include <sluice/functions.h>
 #include <sluice/internal/keyed_state.h>
@@ -559,7 +560,7 @@ class BroadcastConnectedStream {
       auto decls = broadcast_.declarations();
       return internal::addBroadcastOperator<OUT>(
           first_, broadcast_.getBroadcastedStream(), "Co-Process-Broadcast", [f, decls] {
-            return std::make_unique<internal::CoBroadcastWithNonKeyedOperator<IN1, IN2, OUT, F>>(
+            return internal::makeOwned<internal::CoBroadcastWithNonKeyedOperator<IN1, IN2, OUT, F>>(
                 f, decls);
           });
     } else {
@@ -604,7 +605,7 @@ class KeyedBroadcastConnectedStream {
       auto key = first_.getKeySelector();
       return internal::addBroadcastOperator<OUT>(
           first_, broadcast_.getBroadcastedStream(), "Co-Process-Broadcast-Keyed", [f, key, decls] {
-            return std::make_unique<
+            return internal::makeOwned<
                 internal::CoBroadcastWithKeyedOperator<KS, IN1, IN2, OUT, F, KeySelector>>(f, key,
                                                                                            decls);
           });

@@ -192,11 +192,11 @@ class DataStream {
     if constexpr (MapCallable<F, T>) {
       using OUT = std::decay_t<std::invoke_result_t<F&, const T&>>;
       return addOperator<OUT>(
-          "Map", [f] { return std::make_unique<internal::MapOperator<T, OUT, F>>(f); });
+          "Map", [f] { return internal::makeOwned<internal::MapOperator<T, OUT, F>>(f); });
     } else if constexpr (MapFunctionObject<F, T>) {
       using OUT = typename F::OutputType;
       return addOperator<OUT>(
-          "Map", [f] { return std::make_unique<internal::MapOperator<T, OUT, F>>(f); });
+          "Map", [f] { return internal::makeOwned<internal::MapOperator<T, OUT, F>>(f); });
     } else {
       static_assert(internal::kAlwaysFalse<F>,
                     "DataStream<T>::map(f) accepts:\n"
@@ -213,11 +213,11 @@ class DataStream {
     if constexpr (FlatMapFunctionObject<F, T>) {
       using OUT = typename F::OutputType;
       return addOperator<OUT>(
-          "Flat Map", [f] { return std::make_unique<internal::FlatMapOperator<T, OUT, F>>(f); });
+          "Flat Map", [f] { return internal::makeOwned<internal::FlatMapOperator<T, OUT, F>>(f); });
     } else if constexpr (FlatMapCallable<F, T>) {
       using OUT = typename internal::FlatMapOut<F, T>::type;
       return addOperator<OUT>(
-          "Flat Map", [f] { return std::make_unique<internal::FlatMapOperator<T, OUT, F>>(f); });
+          "Flat Map", [f] { return internal::makeOwned<internal::FlatMapOperator<T, OUT, F>>(f); });
     } else {
       static_assert(internal::kAlwaysFalse<F>,
                     "DataStream<T>::flatMap(f) accepts:\n"
@@ -234,7 +234,7 @@ class DataStream {
   auto filter(F f) {
     if constexpr (FilterCallable<F, T> || FilterFunctionObject<F, T>) {
       return addOperator<T>("Filter",
-                            [f] { return std::make_unique<internal::FilterOperator<T, F>>(f); });
+                            [f] { return internal::makeOwned<internal::FilterOperator<T, F>>(f); });
     } else {
       static_assert(internal::kAlwaysFalse<F>,
                     "DataStream<T>::filter(f) accepts:\n"
@@ -252,7 +252,7 @@ class DataStream {
                   std::derived_from<F, ProcessFunction<T, typename F::OutputType>>) {
       using OUT = typename F::OutputType;
       return addOperator<OUT>(
-          "Process", [f] { return std::make_unique<internal::ProcessOperator<T, OUT, F>>(f); });
+          "Process", [f] { return internal::makeOwned<internal::ProcessOperator<T, OUT, F>>(f); });
     } else {
       static_assert(internal::kAlwaysFalse<F>,
                     "DataStream<T>::process(f) accepts an object of a class derived from "
@@ -310,8 +310,9 @@ class DataStream {
                   "sluice::Partitioner<K> where K is the key type");
     static_assert(std::is_copy_constructible_v<P>,
                   "partitionCustom: the partitioner must be copyable (each subtask gets a copy)");
-    auto network = std::make_shared<internal::CustomNetworkFactory<T, K, P, F>>(
-        std::move(partitioner), std::move(key));
+    std::shared_ptr<const NetworkOutputFactory> network =
+        internal::makeOwned<internal::CustomNetworkFactory<T, K, P, F>>(std::move(partitioner),
+                                                                        std::move(key));
     return withPartition(PartitionKind::kCustom, network);
   }
 
@@ -333,7 +334,7 @@ class DataStream {
   SingleOutputStreamOperator<T> assignTimestampsAndWatermarks(
       const WatermarkStrategy<T>& strategy) const {
     return addOperator<T>("Timestamps/Watermarks", [strategy] {
-      return std::make_unique<internal::TimestampsAndWatermarksOperator<T>>(strategy);
+      return internal::makeOwned<internal::TimestampsAndWatermarksOperator<T>>(strategy);
     });
   }
 
@@ -425,7 +426,9 @@ class DataStream {
 
   void connectInputs(int node, int inputIndex) const {
     for (const auto& in : inputs_) {
-      auto network = in.network ? in.network : std::make_shared<internal::PlainNetworkFactory<T>>();
+      auto network = in.network ? in.network
+                                : std::shared_ptr<const NetworkOutputFactory>(
+                                      internal::makeOwned<internal::PlainNetworkFactory<T>>());
       env_->graph.addEdge(in.node, node, inputIndex, in.sideTag, in.partition,
                           internal::TypedOps<T>::instance(), std::move(network));
     }
@@ -567,7 +570,7 @@ DataStreamSink<T> DataStream<T>::sinkTo(std::shared_ptr<const Sink<T>> sink,
   if (!sink) throw SluiceException("sinkTo: the sink is null");
   auto& g = env_->graph;
   int node = g.addNode(name, internal::makeOperatorFactory<T>([sink] {
-                         return std::make_unique<internal::SinkOperator<T>>(sink);
+                         return internal::makeOwned<internal::SinkOperator<T>>(sink);
                        }));
   connectInputs(node, 0);
   return DataStreamSink<T>(env_, node);
@@ -599,7 +602,7 @@ class KeyedStream : public DataStream<T> {
     if constexpr (ReduceCallable<F, T> || ReduceFunctionObject<F, T>) {
       auto key = key_;
       return this->template addOperator<T>("Keyed Reduce", [f, key] {
-        return std::make_unique<internal::KeyedReduceOperator<T, K, F, KeySelector>>(f, key);
+        return internal::makeOwned<internal::KeyedReduceOperator<T, K, F, KeySelector>>(f, key);
       });
     } else {
       static_assert(internal::kAlwaysFalse<F>,
@@ -680,7 +683,8 @@ class KeyedStream : public DataStream<T> {
       using OUT = typename F::OutputType;
       auto key = key_;
       return this->template addOperator<OUT>("KeyedProcess", [f, key] {
-        return std::make_unique<internal::KeyedProcessOperator<K, T, OUT, F, KeySelector>>(f, key);
+        return internal::makeOwned<internal::KeyedProcessOperator<K, T, OUT, F, KeySelector>>(f,
+                                                                                              key);
       });
     } else {
       static_assert(internal::kAlwaysFalse<F>,
@@ -693,7 +697,8 @@ class KeyedStream : public DataStream<T> {
  private:
   static std::vector<internal::Upstream> keyed(std::vector<internal::Upstream> inputs,
                                                const KeySelector& key) {
-    auto network = std::make_shared<internal::KeyedNetworkFactory<T, KeySelector>>(key);
+    std::shared_ptr<const NetworkOutputFactory> network =
+        internal::makeOwned<internal::KeyedNetworkFactory<T, KeySelector>>(key);
     for (auto& u : inputs) {
       u.partition = PartitionKind::kHash;
       u.network = network;
@@ -727,7 +732,7 @@ class KeyedStream : public DataStream<T> {
   SingleOutputStreamOperator<T> reduceWithName(F f, const char* name) const {
     auto key = key_;
     return this->template addOperator<T>(name, [f, key] {
-      return std::make_unique<internal::KeyedReduceOperator<T, K, F, KeySelector>>(f, key);
+      return internal::makeOwned<internal::KeyedReduceOperator<T, K, F, KeySelector>>(f, key);
     });
   }
 
@@ -766,8 +771,8 @@ class ConnectedStreams {
         "ConnectedStreams<T1, T2>::map(f) accepts an object of a class derived from "
         "sluice::CoMapFunction<T1, T2, OUT>");
     using OUT = typename F::OutputType;
-    return add<OUT>("Co-Map",
-                    [f] { return std::make_unique<internal::CoMapOperator<T1, T2, OUT, F>>(f); });
+    return add<OUT>(
+        "Co-Map", [f] { return internal::makeOwned<internal::CoMapOperator<T1, T2, OUT, F>>(f); });
   }
   template <class F>
   auto flatMap(F f) const {
@@ -778,7 +783,7 @@ class ConnectedStreams {
         "sluice::CoFlatMapFunction<T1, T2, OUT>");
     using OUT = typename F::OutputType;
     return add<OUT>("Co-Flat Map", [f] {
-      return std::make_unique<internal::CoFlatMapOperator<T1, T2, OUT, F>>(f);
+      return internal::makeOwned<internal::CoFlatMapOperator<T1, T2, OUT, F>>(f);
     });
   }
   template <class F>
@@ -791,7 +796,7 @@ class ConnectedStreams {
         "connect two KeyedStreams, or call keyBy(key1, key2) first");
     using OUT = typename F::OutputType;
     return add<OUT>("Co-Process", [f] {
-      return std::make_unique<internal::CoProcessOperator<T1, T2, OUT, F>>(f);
+      return internal::makeOwned<internal::CoProcessOperator<T1, T2, OUT, F>>(f);
     });
   }
 
@@ -819,7 +824,9 @@ class ConnectedStreams {
   template <class X>
   static void connect(const DataStream<X>& s, int node, int inputIndex) {
     for (const auto& in : s.inputs()) {
-      auto network = in.network ? in.network : std::make_shared<internal::PlainNetworkFactory<X>>();
+      auto network = in.network ? in.network
+                                : std::shared_ptr<const NetworkOutputFactory>(
+                                      internal::makeOwned<internal::PlainNetworkFactory<X>>());
       s.environmentState()->graph.addEdge(in.node, node, inputIndex, in.sideTag, in.partition,
                                           internal::TypedOps<X>::instance(), std::move(network));
     }
@@ -892,7 +899,7 @@ class KeyedConnectedStreams {
     KS2 key2 = second_.getKeySelector();
     return ConnectedStreams<T1, T2>(first_, second_)
         .template add<OUT>(std::move(name),
-                           [f, key1, key2] { return std::make_unique<Op>(f, key1, key2); });
+                           [f, key1, key2] { return internal::makeOwned<Op>(f, key1, key2); });
   }
 
   KeyedStream<T1, K, KS1> first_;

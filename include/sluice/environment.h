@@ -169,12 +169,12 @@ class SourceOperatorFactory final : public OperatorFactory {
   SourceOperatorFactory(std::shared_ptr<const Source<T, SplitT>> source, bool nonParallel)
       : source_(std::move(source)), nonParallel_(nonParallel) {}
   std::unique_ptr<StreamOperatorBase> createOperator() const override {
-    return std::make_unique<SourceOperator<T, SplitT>>(source_);
+    return makeOwned<SourceOperator<T, SplitT>>(source_);
   }
   bool isSource() const override { return true; }
   std::unique_ptr<SourceCoordinatorBase> createCoordinator(
       SplitEnumeratorContextBase& context, const std::string* restoredState) const override {
-    return std::make_unique<SourceCoordinator<SplitT>>(*source_, context, restoredState);
+    return makeOwned<SourceCoordinator<SplitT>>(*source_, context, restoredState);
   }
   std::shared_ptr<const TypeOps> outputType() const override { return TypedOps<T>::instance(); }
   bool isNonParallel() const override { return nonParallel_; }
@@ -348,8 +348,9 @@ class StreamExecutionEnvironment {
   template <class T, class SplitT>
   SingleOutputStreamOperator<T> addSource(std::shared_ptr<const Source<T, SplitT>> source,
                                           const std::string& name, bool nonParallel) {
-    auto factory = std::make_shared<internal::SourceOperatorFactory<T, SplitT>>(std::move(source),
-                                                                                nonParallel);
+    std::shared_ptr<const OperatorFactory> factory =
+        internal::makeOwned<internal::SourceOperatorFactory<T, SplitT>>(std::move(source),
+                                                                        nonParallel);
     int node = state_->graph.addNode("Source: " + name, factory);
     return SingleOutputStreamOperator<T>(state_, node);
   }

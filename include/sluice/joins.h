@@ -42,6 +42,7 @@
 #include <variant>
 #include <vector>
 
+#include <sluice/core/owned.h>
 #include <sluice/core/serializer.h>
 #include <sluice/datastream.h>
 #include <sluice/functions.h>
@@ -853,7 +854,7 @@ class IntervalJoined {
       KS2 rightKey = right_.getKeySelector();
       return internal::addTwoInputOperator<OUT>(
           left_, right_, "Interval Join", [f, leftKey, rightKey, spec] {
-            return std::make_unique<Op>(f, leftKey, rightKey, spec);
+            return internal::makeOwned<Op>(f, leftKey, rightKey, spec);
           });
     } else {
       static_assert(internal::kAlwaysFalse<F>,

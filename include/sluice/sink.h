@@ -67,15 +67,21 @@ class WriterInitContext {
   }
 };
 
-template <class T>
-class SinkWriter {
+// What a writer does besides writing elements (the part of SinkWriter<T>
+// that does not depend on T).
+class SinkWriterBase {
  public:
-  virtual ~SinkWriter() = default;
-  virtual void write(const T& element, const SinkWriterContext& context) = 0;
+  virtual ~SinkWriterBase() = default;
   // `endOfInput`: the last call; everything buffered must be written out.
   // flush(false) runs before every checkpoint snapshot.
   virtual void flush(bool endOfInput) { (void)endOfInput; }
   virtual void close() {}
+};
+
+template <class T>
+class SinkWriter : public SinkWriterBase {
+ public:
+  virtual void write(const T& element, const SinkWriterContext& context) = 0;
 };
 
 // A mix-in for a SinkWriter that takes part in checkpoints, as Flink's

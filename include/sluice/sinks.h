@@ -45,6 +45,7 @@
 #include <utility>
 #include <vector>
 
+#include <sluice/core/owned.h>
 #include <sluice/core/serializer.h>
 #include <sluice/core/status.h>
 #include <sluice/format.h>
@@ -157,9 +158,9 @@ class PrintSink final : public Sink<T> {
 
   std::unique_ptr<SinkWriter<T>> createWriter(WriterInitContext& context) const override {
     std::FILE* stream = stream_ != nullptr ? stream_ : (stdErr_ ? stderr : stdout);
-    return std::make_unique<Writer>(stream,
-                                    internal::printPrefix(sinkIdentifier_, context.getSubtaskId(),
-                                                          context.getNumberOfParallelSubtasks()));
+    return internal::makeOwned<Writer>(
+        stream, internal::printPrefix(sinkIdentifier_, context.getSubtaskId(),
+                                      context.getNumberOfParallelSubtasks()));
   }
 
  private:
@@ -196,9 +197,9 @@ class TextFileSink final : public Sink<T> {
   }
 
   std::unique_ptr<SinkWriter<T>> createWriter(WriterInitContext& context) const override {
-    return std::make_unique<Writer>(path_, mode_, context.getSubtaskId(),
-                                    context.getNumberOfParallelSubtasks(),
-                                    context.getRuntimeContext().getAttemptNumber() > 0);
+    return internal::makeOwned<Writer>(path_, mode_, context.getSubtaskId(),
+                                       context.getNumberOfParallelSubtasks(),
+                                       context.getRuntimeContext().getAttemptNumber() > 0);
   }
 
  private:
@@ -248,9 +249,9 @@ class CsvFileSink final : public Sink<T> {
   }
 
   std::unique_ptr<SinkWriter<T>> createWriter(WriterInitContext& context) const override {
-    return std::make_unique<Writer>(*this, context.getSubtaskId(),
-                                    context.getNumberOfParallelSubtasks(),
-                                    context.getRuntimeContext().getAttemptNumber() > 0);
+    return internal::makeOwned<Writer>(*this, context.getSubtaskId(),
+                                       context.getNumberOfParallelSubtasks(),
+                                       context.getRuntimeContext().getAttemptNumber() > 0);
   }
 
  private:
@@ -305,7 +306,7 @@ class CollectSink final : public Sink<T> {
   }
 
   std::unique_ptr<SinkWriter<T>> createWriter(WriterInitContext&) const override {
-    return std::make_unique<Writer>(buffer_);
+    return internal::makeOwned<Writer>(buffer_);
   }
 
  private:

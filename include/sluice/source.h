@@ -137,74 +137,74 @@ class Source {
 
 namespace internal {
 
-template <class T, class SplitT>
-class SourceOperator final : public SourceOperatorBase,
-                             private SourceReaderContext,
-                             private ReaderOutput<T> {
+// The part of SourceOperator that does not depend on the record and split
+// types (src/api/operators.cc): the reader's splits as operator list state
+// (split-distributed when the job restores at another parallelism, as in
+// Flink's SourceOperator), the emit loop, and the reader's context.
+class SourceOperatorCore : public SourceOperatorBase, private SourceReaderContext {
  public:
   // How much one emitNext() may do before the task checks its mail again:
   // at most this many records, and at most kMaxPolls calls of pollNext.
   static constexpr int kMaxRecordsPerEmit = 1024;
   static constexpr int kMaxPolls = 64;
 
+  SourceOperatorCore();
+  ~SourceOperatorCore() override;
+  void initializeState(const OperatorStateRestore* restore) override;
+  OperatorStateSnapshot snapshotState(int64_t checkpointId) override;
+  void open() override;
+  void close() override;
+  InputStatus emitNext() override;
+  void addSplits(const std::vector<std::vector<uint8_t>>& splits) override;
+  void noMoreSplits() override;
+
+ protected:
+  // The typed reader, created in open().
+  virtual void createReader(SourceReaderContext& context) = 0;
+  virtual bool hasReader() const = 0;
+  virtual void startReader() = 0;
+  virtual void closeReader() = 0;
+  virtual InputStatus pollReader() = 0;
+  virtual void addReaderSplits(const std::vector<std::vector<uint8_t>>& splits) = 0;
+  virtual void notifyReaderNoMoreSplits() = 0;
+  // The reader's unfinished splits, serialized.
+  virtual std::vector<std::string> snapshotReaderSplits(int64_t checkpointId) = 0;
+
+  int emitted_ = 0;  // records of the current emitNext()
+
+ private:
+  int getIndexOfSubtask() const override;
+  int currentParallelism() const override;
+  void sendSplitRequest() override;
+  void signalAvailable() override;
+  void requestWakeupAt(std::chrono::steady_clock::time_point when) override;
+  RuntimeContext& runtimeContext() override;
+
+  std::unique_ptr<OperatorStateBackend> state_;
+  ListState<std::string>* splitsState_ = nullptr;
+  std::vector<std::vector<uint8_t>> restoredSplits_;
+};
+
+template <class T, class SplitT>
+class SourceOperator final : public SourceOperatorCore, private ReaderOutput<T> {
+ public:
   explicit SourceOperator(std::shared_ptr<const Source<T, SplitT>> source)
       : source_(std::move(source)) {}
 
   void setup(OperatorContext& context, OutputBase& output) override {
-    SourceOperatorBase::setup(context, output);
+    SourceOperatorCore::setup(context, output);
     output_ = &static_cast<Output<T>&>(output);
   }
-  // The reader's unfinished splits are operator list state (split-distributed
-  // when the job restores at another parallelism), as in Flink's
-  // SourceOperator.
-  void initializeState(const OperatorStateRestore* restore) override {
-    state_ = std::make_unique<OperatorStateBackend>(context().runtimeContext().getOperatorName());
-    if (restore != nullptr) state_->restore(restore->operatorState);
-    splitsState_ = &state_->getListState(ListStateDescriptor<std::string>(kSplitsStateName));
-    if (restore != nullptr) {
-      for (const std::string& bytes : splitsState_->get()) {
-        DataInputView in(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-        restoredSplits_.emplace_back();
-        TypeSerializer<SplitT>::deserialize(restoredSplits_.back(), in);
-      }
-    }
-  }
-  OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
-    std::vector<std::string> splits;
-    for (const SplitT& split : reader_->snapshotState(checkpointId)) {
-      std::vector<uint8_t> bytes;
-      DataOutputView out(bytes);
-      TypeSerializer<SplitT>::serialize(split, out);
-      splits.emplace_back(bytes.begin(), bytes.end());
-    }
-    splitsState_->update(std::move(splits));
-    OperatorStateSnapshot s;
-    s.operatorState = state_->snapshot();
-    return s;
-  }
-  void open() override {
-    reader_ = source_->createReader(*this);
-    if (!restoredSplits_.empty()) reader_->addSplits(std::move(restoredSplits_));
-    reader_->start();
-  }
-  void close() override {
-    if (reader_) reader_->close();
-  }
 
-  InputStatus emitNext() override {
-    emitted_ = 0;
-    for (int i = 0; i < kMaxPolls && emitted_ < kMaxRecordsPerEmit; ++i) {
-      InputStatus s = reader_->pollNext(*this);
-      if (s == InputStatus::kMoreAvailable) continue;
-      // A bounded input's end: every event-time window and timer downstream
-      // must fire, as in Flink.
-      if (s == InputStatus::kEndOfInput) output_->emitWatermark(Watermark::max());
-      return s;
-    }
-    return InputStatus::kMoreAvailable;
+ private:
+  void createReader(::sluice::SourceReaderContext& context) override {
+    reader_ = source_->createReader(context);
   }
-
-  void addSplits(const std::vector<std::vector<uint8_t>>& splits) override {
+  bool hasReader() const override { return reader_ != nullptr; }
+  void startReader() override { reader_->start(); }
+  void closeReader() override { reader_->close(); }
+  InputStatus pollReader() override { return reader_->pollNext(*this); }
+  void addReaderSplits(const std::vector<std::vector<uint8_t>>& splits) override {
     std::vector<SplitT> typed(splits.size());
     for (size_t i = 0; i < splits.size(); ++i) {
       DataInputView in(splits[i].data(), splits[i].size());
@@ -212,25 +212,18 @@ class SourceOperator final : public SourceOperatorBase,
     }
     reader_->addSplits(std::move(typed));
   }
-  void noMoreSplits() override { reader_->notifyNoMoreSplits(); }
-
- private:
-  // SourceReaderContext
-  int getIndexOfSubtask() const override {
-    return const_cast<SourceOperator*>(this)->context().runtimeContext().getIndexOfThisSubtask();
+  void notifyReaderNoMoreSplits() override { reader_->notifyNoMoreSplits(); }
+  std::vector<std::string> snapshotReaderSplits(int64_t checkpointId) override {
+    std::vector<std::string> splits;
+    std::vector<uint8_t> bytes;
+    for (const SplitT& split : reader_->snapshotState(checkpointId)) {
+      bytes.clear();
+      DataOutputView out(bytes);
+      TypeSerializer<SplitT>::serialize(split, out);
+      splits.emplace_back(bytes.begin(), bytes.end());
+    }
+    return splits;
   }
-  int currentParallelism() const override {
-    return const_cast<SourceOperator*>(this)
-        ->context()
-        .runtimeContext()
-        .getNumberOfParallelSubtasks();
-  }
-  void sendSplitRequest() override { context().sendSplitRequest(); }
-  void signalAvailable() override { context().signalInputAvailable(); }
-  void requestWakeupAt(std::chrono::steady_clock::time_point when) override {
-    context().requestWakeupAt(when);
-  }
-  RuntimeContext& runtimeContext() override { return context().runtimeContext(); }
 
   // ReaderOutput
   void collect(const T& value) override {
@@ -258,16 +251,10 @@ class SourceOperator final : public SourceOperatorBase,
     output_->collect(record_);
   }
 
-  static constexpr const char* kSplitsStateName = "SourceReaderState";
-
   std::shared_ptr<const Source<T, SplitT>> source_;
   std::unique_ptr<SourceReader<T, SplitT>> reader_;
-  std::unique_ptr<OperatorStateBackend> state_;
-  ListState<std::string>* splitsState_ = nullptr;
-  std::vector<SplitT> restoredSplits_;
   Output<T>* output_ = nullptr;
   StreamRecord<T> record_;
-  int emitted_ = 0;
 };
 
 template <class SplitT>

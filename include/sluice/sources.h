@@ -50,6 +50,7 @@
 #include <utility>
 #include <vector>
 
+#include <sluice/core/owned.h>
 #include <sluice/core/serializer.h>
 #include <sluice/core/status.h>
 #include <sluice/source.h>
@@ -264,20 +265,21 @@ class CollectionSource final : public Source<T, CollectionSplit> {
   std::unique_ptr<SplitEnumerator<CollectionSplit>> createEnumerator(
       SplitEnumeratorContext<CollectionSplit>& context) const override {
     const auto size = static_cast<int64_t>(elements_->size());
-    return std::make_unique<internal::QueueSplitEnumerator<CollectionSplit>>(context, [size](int) {
-      return std::vector<CollectionSplit>{{0, size}};
-    });
+    return internal::makeOwned<internal::QueueSplitEnumerator<CollectionSplit>>(
+        context, [size](int) {
+          return std::vector<CollectionSplit>{{0, size}};
+        });
   }
 
   std::unique_ptr<SourceReader<T, CollectionSplit>> createReader(
       SourceReaderContext& context) const override {
-    return std::make_unique<Reader>(context, elements_);
+    return internal::makeOwned<Reader>(context, elements_);
   }
   std::unique_ptr<SplitEnumerator<CollectionSplit>> restoreEnumerator(
       SplitEnumeratorContext<CollectionSplit>& context,
       std::vector<CollectionSplit> unassigned) const override {
-    return std::make_unique<internal::QueueSplitEnumerator<CollectionSplit>>(context,
-                                                                             std::move(unassigned));
+    return internal::makeOwned<internal::QueueSplitEnumerator<CollectionSplit>>(
+        context, std::move(unassigned));
   }
 
  private:
@@ -324,7 +326,7 @@ class NumberSequenceSource final : public Source<int64_t, NumberSequenceSplit> {
   std::unique_ptr<SplitEnumerator<NumberSequenceSplit>> restoreEnumerator(
       SplitEnumeratorContext<NumberSequenceSplit>& context,
       std::vector<NumberSequenceSplit> unassigned) const override {
-    return std::make_unique<internal::QueueSplitEnumerator<NumberSequenceSplit>>(
+    return internal::makeOwned<internal::QueueSplitEnumerator<NumberSequenceSplit>>(
         context, std::move(unassigned));
   }
 
@@ -380,7 +382,7 @@ class GeneratorSource final : public Source<T, NumberSequenceSplit> {
   std::unique_ptr<SplitEnumerator<NumberSequenceSplit>> createEnumerator(
       SplitEnumeratorContext<NumberSequenceSplit>& context) const override {
     const int64_t count = count_;
-    return std::make_unique<internal::QueueSplitEnumerator<NumberSequenceSplit>>(
+    return internal::makeOwned<internal::QueueSplitEnumerator<NumberSequenceSplit>>(
         context, [count](int parallelism) {
           if (count == 0) return std::vector<NumberSequenceSplit>{};
           return internal::splitNumberRange(0, count - 1, parallelism);
@@ -390,13 +392,13 @@ class GeneratorSource final : public Source<T, NumberSequenceSplit> {
   std::unique_ptr<SourceReader<T, NumberSequenceSplit>> createReader(
       SourceReaderContext& context) const override {
     const int parallelism = std::max(1, context.currentParallelism());
-    return std::make_unique<Reader>(context, generator_, recordsPerSecond_ / parallelism,
-                                    clock_ ? clock_ : internal::SourceClock(&Clock::now));
+    return internal::makeOwned<Reader>(context, generator_, recordsPerSecond_ / parallelism,
+                                       clock_ ? clock_ : internal::SourceClock(&Clock::now));
   }
   std::unique_ptr<SplitEnumerator<NumberSequenceSplit>> restoreEnumerator(
       SplitEnumeratorContext<NumberSequenceSplit>& context,
       std::vector<NumberSequenceSplit> unassigned) const override {
-    return std::make_unique<internal::QueueSplitEnumerator<NumberSequenceSplit>>(
+    return internal::makeOwned<internal::QueueSplitEnumerator<NumberSequenceSplit>>(
         context, std::move(unassigned));
   }
 
@@ -499,8 +501,8 @@ class TextLineFileSource final : public Source<std::string, FileSplit> {
   std::unique_ptr<SplitEnumerator<FileSplit>> restoreEnumerator(
       SplitEnumeratorContext<FileSplit>& context,
       std::vector<FileSplit> unassigned) const override {
-    return std::make_unique<internal::QueueSplitEnumerator<FileSplit>>(context,
-                                                                       std::move(unassigned));
+    return internal::makeOwned<internal::QueueSplitEnumerator<FileSplit>>(context,
+                                                                          std::move(unassigned));
   }
 
  private:

@@ -28,7 +28,7 @@
 //   class TxnFileSink final : public TwoPhaseCommitSink<std::string, Txn> {
 //    protected:
 //     std::unique_ptr<TwoPhaseCommitSink> clone() const override {
-//       return std::make_unique<TxnFileSink>(*this);
+//       return internal::makeOwned<TxnFileSink>(*this);
 //     }
 //     Txn beginTransaction() override { ... }
 //     void invoke(Txn& txn, const std::string& value, const SinkWriterContext&) override { ... }
@@ -88,6 +88,7 @@
 #include <utility>
 #include <vector>
 
+#include <sluice/core/owned.h>
 #include <sluice/core/serializer.h>
 #include <sluice/core/status.h>
 #include <sluice/graph/operator.h>
@@ -131,7 +132,8 @@ class TwoPhaseCommitSink : public Sink<IN> {
   std::unique_ptr<SinkWriter<IN>> createWriter(WriterInitContext& context) const override {
     std::unique_ptr<TwoPhaseCommitSink> instance = clone();
     if (!instance) throw SluiceException("TwoPhaseCommitSink: clone() returned null");
-    return std::make_unique<internal::TwoPhaseCommitWriter<IN, TXN>>(std::move(instance), context);
+    return internal::makeOwned<internal::TwoPhaseCommitWriter<IN, TXN>>(std::move(instance),
+                                                                        context);
   }
 
  protected:

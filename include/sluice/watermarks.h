@@ -23,6 +23,7 @@
 
 #include <sluice/core/clock.h>
 #include <sluice/core/config_options.h>
+#include <sluice/core/owned.h>
 #include <sluice/core/status.h>
 #include <sluice/core/stream_element.h>
 #include <sluice/graph/operator.h>
@@ -168,12 +169,12 @@ class WatermarkStrategy {
     BoundedOutOfOrdernessWatermarks<T> check(maxOutOfOrderness);  // validates now
     (void)check;
     return WatermarkStrategy([maxOutOfOrderness](const WatermarkGeneratorContext&) {
-      return std::make_unique<BoundedOutOfOrdernessWatermarks<T>>(maxOutOfOrderness);
+      return internal::makeOwned<BoundedOutOfOrdernessWatermarks<T>>(maxOutOfOrderness);
     });
   }
   static WatermarkStrategy forMonotonousTimestamps() {
     return WatermarkStrategy([](const WatermarkGeneratorContext&) {
-      return std::make_unique<AscendingTimestampsWatermarks<T>>();
+      return internal::makeOwned<AscendingTimestampsWatermarks<T>>();
     });
   }
   // Ingestion time: each record gets the processing time at which it passes
@@ -186,7 +187,7 @@ class WatermarkStrategy {
   }
   static WatermarkStrategy noWatermarks() {
     return WatermarkStrategy([](const WatermarkGeneratorContext&) {
-      return std::make_unique<NoWatermarksGenerator<T>>();
+      return internal::makeOwned<NoWatermarksGenerator<T>>();
     });
   }
   // `factory`: std::unique_ptr<WatermarkGenerator<T>>(const WatermarkGeneratorContext&),
@@ -231,7 +232,7 @@ class WatermarkStrategy {
     WatermarkStrategy copy = *this;
     GeneratorFactory inner = factory_;
     copy.factory_ = [inner, timeout](const WatermarkGeneratorContext& c) {
-      return std::make_unique<WatermarksWithIdleness<T>>(inner(c), timeout, c.clock());
+      return internal::makeOwned<WatermarksWithIdleness<T>>(inner(c), timeout, c.clock());
     };
     return copy;
   }

@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <utility>
 
+#include <sluice/core/owned.h>
 #include <sluice/datastream.h>
 #include <sluice/internal/window_operator.h>
 #include <sluice/windows.h>
@@ -254,9 +255,10 @@ class WindowedStream {
   std::shared_ptr<const internal::WindowContents<T, T, W>> reduceContents(F f) const {
     if (evictor_) {
       using Fold = internal::ReduceFold<T, F>;
-      return std::make_shared<internal::EvictingContents<T, W, Fold>>(Fold{std::move(f)}, evictor_);
+      return internal::makeOwned<internal::EvictingContents<T, W, Fold>>(Fold{std::move(f)},
+                                                                         evictor_);
     }
-    return std::make_shared<internal::ReduceContents<T, W, F>>(std::move(f));
+    return internal::makeOwned<internal::ReduceContents<T, W, F>>(std::move(f));
   }
   template <class A>
   auto aggregateContents(A agg) const {
@@ -288,7 +290,7 @@ class WindowedStream {
     std::string name = std::string(all_ ? "AllWindow(" : "Window(") + assignerName_ + ", " +
                        (triggerSet_ ? spec.trigger()->toString() : "default trigger") +
                        (evictor_ ? ", evictor" : "") + ", " + what + ")";
-    auto factory = [spec = std::move(spec)]() { return std::make_unique<Op>(spec); };
+    auto factory = [spec = std::move(spec)]() { return internal::makeOwned<Op>(spec); };
     auto out = input_.template transform<OUT>(name, std::move(factory));
     if (all_) out.setParallelism(1);
     return out;

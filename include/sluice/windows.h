@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include <sluice/core/owned.h>
 #include <sluice/core/serializer.h>
 #include <sluice/core/status.h>
 #include <sluice/core/stream_element.h>
@@ -38,6 +39,7 @@
 #include <sluice/internal/keyed_state.h>
 #include <sluice/state/keyed_state_backend.h>
 #include <sluice/state/state.h>
+#include <sluice/window/time_window.h>
 
 namespace sluice {
 
@@ -49,85 +51,7 @@ int64_t toMillis(std::chrono::duration<Rep, Period> d) {
 }  // namespace internal
 
 // ---------------------------------------------------------------------------
-// Window types
-
-class TimeWindow {
- public:
-  TimeWindow() = default;
-  TimeWindow(int64_t start, int64_t end) : start_(start), end_(end) {}
-  int64_t getStart() const { return start_; }
-  int64_t getEnd() const { return end_; }
-  // The largest timestamp that belongs to the window.
-  int64_t maxTimestamp() const { return end_ - 1; }
-  // Touching windows intersect too (sessions one gap apart merge).
-  bool intersects(const TimeWindow& other) const {
-    return start_ <= other.end_ && end_ >= other.start_;
-  }
-  TimeWindow cover(const TimeWindow& other) const {
-    return TimeWindow(std::min(start_, other.start_), std::max(end_, other.end_));
-  }
-  friend bool operator==(const TimeWindow&, const TimeWindow&) = default;
-  friend auto operator<=>(const TimeWindow&, const TimeWindow&) = default;
-  std::string toString() const {
-    return "TimeWindow{start=" + std::to_string(start_) + ", end=" + std::to_string(end_) + "}";
-  }
-
-  // Flink's TimeWindow.getWindowStartWithOffset, without overflow: a start
-  // below the minimum timestamp is clamped to it.
-  static int64_t getWindowStartWithOffset(int64_t timestamp, int64_t offset, int64_t windowSize) {
-    return clampToTimestamp(unclampedWindowStart(timestamp, offset, windowSize));
-  }
-  // The same in 128 bits, where it cannot overflow. Window ends are computed
-  // from this start, so that a window clamped at the minimum keeps its true
-  // end and does not overlap the next one.
-  static __int128 unclampedWindowStart(int64_t timestamp, int64_t offset, int64_t windowSize) {
-    const __int128 ts = timestamp;
-    __int128 remainder = (ts - offset) % windowSize;
-    return remainder < 0 ? ts - (remainder + windowSize) : ts - remainder;
-  }
-  static int64_t clampToTimestamp(__int128 t) {
-    if (t < kMinTimestamp) return kMinTimestamp;
-    if (t > kMaxTimestamp) return kMaxTimestamp;
-    return static_cast<int64_t>(t);
-  }
-
- private:
-  int64_t start_ = 0;
-  int64_t end_ = 0;
-};
-
-template <>
-struct TypeSerializer<TimeWindow> {
-  static constexpr size_t kMinEncodedSize = 16;
-  static void serialize(const TimeWindow& w, DataOutputView& out) {
-    out.writeI64(w.getStart());
-    out.writeI64(w.getEnd());
-  }
-  static void deserialize(TimeWindow& w, DataInputView& in) {
-    int64_t s = in.readI64();
-    int64_t e = in.readI64();
-    w = TimeWindow(s, e);
-  }
-  static std::string schema() { return "TimeWindow{start:int64,end:int64}"; }
-};
-
-// The one window of GlobalWindows: everything, forever.
-class GlobalWindow {
- public:
-  static GlobalWindow get() { return GlobalWindow(); }
-  int64_t maxTimestamp() const { return kMaxTimestamp; }
-  friend bool operator==(const GlobalWindow&, const GlobalWindow&) { return true; }
-  friend bool operator<(const GlobalWindow&, const GlobalWindow&) { return false; }
-  std::string toString() const { return "GlobalWindow"; }
-};
-
-template <>
-struct TypeSerializer<GlobalWindow> {
-  static constexpr size_t kMinEncodedSize = 0;
-  static void serialize(const GlobalWindow&, DataOutputView&) {}
-  static void deserialize(GlobalWindow&, DataInputView&) {}
-  static std::string schema() { return "GlobalWindow"; }
-};
+// Timestamped values (TimeWindow and GlobalWindow: <sluice/window/time_window.h>)
 
 // An element with its timestamp, as evictors see it.
 template <class T>
@@ -280,7 +204,7 @@ inline constexpr bool kAlwaysFalseTrigger = false;
 template <class T, class W, class S>
 std::unique_ptr<Trigger<T, W>> buildTrigger(const S& s) {
   if constexpr (std::is_base_of_v<Trigger<T, W>, S>) {
-    return std::make_unique<S>(s);
+    return internal::makeOwned<S>(s);
   } else if constexpr (requires { s.template build<T, W>(); }) {
     return s.template build<T, W>();
   } else {
@@ -327,7 +251,7 @@ struct EventTimeTrigger {
   static EventTimeTrigger create() { return {}; }
   template <class T, class W>
   std::unique_ptr<Trigger<T, W>> build() const {
-    return std::make_unique<EventTimeTriggerImpl<T, W>>();
+    return internal::makeOwned<EventTimeTriggerImpl<T, W>>();
   }
 };
 
@@ -361,7 +285,7 @@ struct ProcessingTimeTrigger {
   static ProcessingTimeTrigger create() { return {}; }
   template <class T, class W>
   std::unique_ptr<Trigger<T, W>> build() const {
-    return std::make_unique<ProcessingTimeTriggerImpl<T, W>>();
+    return internal::makeOwned<ProcessingTimeTriggerImpl<T, W>>();
   }
 };
 
@@ -412,7 +336,7 @@ struct CountTrigger {
   }
   template <class T, class W>
   std::unique_ptr<Trigger<T, W>> build() const {
-    return std::make_unique<CountTriggerImpl<T, W>>(maxCount);
+    return internal::makeOwned<CountTriggerImpl<T, W>>(maxCount);
   }
   int64_t maxCount = 1;
 };
@@ -447,7 +371,7 @@ template <class S>
 struct PurgingTriggerSpec {
   template <class T, class W>
   std::unique_ptr<Trigger<T, W>> build() const {
-    return std::make_unique<PurgingTriggerImpl<T, W>>(internal::buildTrigger<T, W>(nested));
+    return internal::makeOwned<PurgingTriggerImpl<T, W>>(internal::buildTrigger<T, W>(nested));
   }
   S nested;
 };
@@ -527,7 +451,7 @@ struct ContinuousEventTimeTrigger {
   }
   template <class T, class W>
   std::unique_ptr<Trigger<T, W>> build() const {
-    return std::make_unique<ContinuousEventTimeTriggerImpl<T, W>>(intervalMs);
+    return internal::makeOwned<ContinuousEventTimeTriggerImpl<T, W>>(intervalMs);
   }
   int64_t intervalMs = 1;
 };
@@ -597,7 +521,7 @@ struct ContinuousProcessingTimeTrigger {
   }
   template <class T, class W>
   std::unique_ptr<Trigger<T, W>> build() const {
-    return std::make_unique<ContinuousProcessingTimeTriggerImpl<T, W>>(intervalMs);
+    return internal::makeOwned<ContinuousProcessingTimeTriggerImpl<T, W>>(intervalMs);
   }
   int64_t intervalMs = 1;
 };
@@ -712,8 +636,8 @@ class TumblingAssigner final : public WindowAssigner<T, TimeWindow> {
                      TimeWindow::clampToTimestamp(start + size_));
   }
   std::unique_ptr<Trigger<T, TimeWindow>> getDefaultTrigger() const override {
-    if (eventTime_) return std::make_unique<EventTimeTriggerImpl<T, TimeWindow>>();
-    return std::make_unique<ProcessingTimeTriggerImpl<T, TimeWindow>>();
+    if (eventTime_) return internal::makeOwned<EventTimeTriggerImpl<T, TimeWindow>>();
+    return internal::makeOwned<ProcessingTimeTriggerImpl<T, TimeWindow>>();
   }
   bool isEventTime() const override { return eventTime_; }
   std::string toString() const override {
@@ -749,8 +673,8 @@ class SlidingAssigner final : public WindowAssigner<T, TimeWindow> {
     }
   }
   std::unique_ptr<Trigger<T, TimeWindow>> getDefaultTrigger() const override {
-    if (eventTime_) return std::make_unique<EventTimeTriggerImpl<T, TimeWindow>>();
-    return std::make_unique<ProcessingTimeTriggerImpl<T, TimeWindow>>();
+    if (eventTime_) return internal::makeOwned<EventTimeTriggerImpl<T, TimeWindow>>();
+    return internal::makeOwned<ProcessingTimeTriggerImpl<T, TimeWindow>>();
   }
   bool isEventTime() const override { return eventTime_; }
   std::string toString() const override {
@@ -788,8 +712,8 @@ class SessionAssigner final : public MergingWindowAssigner<T, TimeWindow> {
     mergeTimeWindows(windows, cb);
   }
   std::unique_ptr<Trigger<T, TimeWindow>> getDefaultTrigger() const override {
-    if (eventTime_) return std::make_unique<EventTimeTriggerImpl<T, TimeWindow>>();
-    return std::make_unique<ProcessingTimeTriggerImpl<T, TimeWindow>>();
+    if (eventTime_) return internal::makeOwned<EventTimeTriggerImpl<T, TimeWindow>>();
+    return internal::makeOwned<ProcessingTimeTriggerImpl<T, TimeWindow>>();
   }
   bool isEventTime() const override { return eventTime_; }
   std::string toString() const override {
@@ -809,7 +733,7 @@ class GlobalAssigner final : public WindowAssigner<T, GlobalWindow> {
     out.emplace_back();
   }
   std::unique_ptr<Trigger<T, GlobalWindow>> getDefaultTrigger() const override {
-    return std::make_unique<NeverTriggerImpl<T, GlobalWindow>>();
+    return internal::makeOwned<NeverTriggerImpl<T, GlobalWindow>>();
   }
   bool isEventTime() const override { return false; }
   std::string toString() const override { return "GlobalWindows()"; }
@@ -828,7 +752,7 @@ struct TumblingEventTimeWindows {
   }
   template <class T>
   std::unique_ptr<WindowAssigner<T, TimeWindow>> create() const {
-    return std::make_unique<internal::TumblingAssigner<T>>(size, offset, true);
+    return internal::makeOwned<internal::TumblingAssigner<T>>(size, offset, true);
   }
   int64_t size = 1, offset = 0;
 
@@ -854,7 +778,7 @@ struct TumblingProcessingTimeWindows {
   }
   template <class T>
   std::unique_ptr<WindowAssigner<T, TimeWindow>> create() const {
-    return std::make_unique<internal::TumblingAssigner<T>>(size, offset, false);
+    return internal::makeOwned<internal::TumblingAssigner<T>>(size, offset, false);
   }
   int64_t size = 1, offset = 0;
 };
@@ -884,7 +808,7 @@ struct SlidingEventTimeWindows {
   }
   template <class T>
   std::unique_ptr<WindowAssigner<T, TimeWindow>> create() const {
-    return std::make_unique<internal::SlidingAssigner<T>>(size, slide, offset, true);
+    return internal::makeOwned<internal::SlidingAssigner<T>>(size, slide, offset, true);
   }
   int64_t size = 1, slide = 1, offset = 0;
 };
@@ -902,7 +826,7 @@ struct SlidingProcessingTimeWindows {
   }
   template <class T>
   std::unique_ptr<WindowAssigner<T, TimeWindow>> create() const {
-    return std::make_unique<internal::SlidingAssigner<T>>(size, slide, offset, false);
+    return internal::makeOwned<internal::SlidingAssigner<T>>(size, slide, offset, false);
   }
   int64_t size = 1, slide = 1, offset = 0;
 };
@@ -916,7 +840,7 @@ struct DynamicSessionWindows {
     static_assert(std::is_invocable_r_v<int64_t, const F&, const T&>,
                   "withDynamicGap(f): f must be int64_t(const T& element), the gap in ms");
     F f = extractor;
-    return std::make_unique<internal::SessionAssigner<T>>(
+    return internal::makeOwned<internal::SessionAssigner<T>>(
         [f](const T& e) -> int64_t { return f(e); }, kEventTime);
   }
   F extractor;
@@ -936,7 +860,7 @@ struct EventTimeSessionWindows {
   template <class T>
   std::unique_ptr<WindowAssigner<T, TimeWindow>> create() const {
     int64_t g = gap;
-    return std::make_unique<internal::SessionAssigner<T>>([g](const T&) { return g; }, true);
+    return internal::makeOwned<internal::SessionAssigner<T>>([g](const T&) { return g; }, true);
   }
   int64_t gap = 1;
 };
@@ -955,7 +879,7 @@ struct ProcessingTimeSessionWindows {
   template <class T>
   std::unique_ptr<WindowAssigner<T, TimeWindow>> create() const {
     int64_t g = gap;
-    return std::make_unique<internal::SessionAssigner<T>>([g](const T&) { return g; }, false);
+    return internal::makeOwned<internal::SessionAssigner<T>>([g](const T&) { return g; }, false);
   }
   int64_t gap = 1;
 };
@@ -966,7 +890,7 @@ struct GlobalWindows {
   static GlobalWindows create() { return {}; }
   template <class T>
   std::unique_ptr<WindowAssigner<T, GlobalWindow>> create() const {
-    return std::make_unique<internal::GlobalAssigner<T>>();
+    return internal::makeOwned<internal::GlobalAssigner<T>>();
   }
 };
 
@@ -1044,7 +968,7 @@ struct CountEvictor {
   }
   template <class T, class W>
   std::unique_ptr<Evictor<T, W>> build() const {
-    return std::make_unique<CountEvictorImpl<T, W>>(maxCount, doEvictAfter);
+    return internal::makeOwned<CountEvictorImpl<T, W>>(maxCount, doEvictAfter);
   }
   int64_t maxCount = 0;
   bool doEvictAfter = false;
@@ -1082,7 +1006,7 @@ struct TimeEvictor {
   }
   template <class T, class W>
   std::unique_ptr<Evictor<T, W>> build() const {
-    return std::make_unique<TimeEvictorImpl<T, W>>(windowSizeMs, doEvictAfter);
+    return internal::makeOwned<TimeEvictorImpl<T, W>>(windowSizeMs, doEvictAfter);
   }
   int64_t windowSizeMs = 0;
   bool doEvictAfter = false;
@@ -1121,7 +1045,7 @@ struct DeltaEvictorSpec {
     static_assert(std::is_invocable_r_v<double, const F&, const T&, const T&>,
                   "DeltaEvictor::of(threshold, f): f must be double(const T& a, const T& b)");
     F f = delta;
-    return std::make_unique<DeltaEvictorImpl<T, W>>(
+    return internal::makeOwned<DeltaEvictorImpl<T, W>>(
         threshold, [f](const T& a, const T& b) { return static_cast<double>(f(a, b)); },
         doEvictAfter);
   }
@@ -1141,7 +1065,7 @@ namespace internal {
 template <class T, class W, class S>
 std::unique_ptr<Evictor<T, W>> buildEvictor(const S& s) {
   if constexpr (std::is_base_of_v<Evictor<T, W>, S>) {
-    return std::make_unique<S>(s);
+    return internal::makeOwned<S>(s);
   } else if constexpr (requires { s.template build<T, W>(); }) {
     return s.template build<T, W>();
   } else {

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include <sluice/core/watermark_valve.h>
 #include <sluice/graph/job_graph.h>
 #include <sluice/graph/operator.h>
 
@@ -28,7 +29,6 @@
 #include "checkpoint/checkpoint_options.h"
 #include "runtime/input_gate.h"
 #include "runtime/record_writer.h"
-#include "runtime/watermark_valve.h"
 
 namespace sluice::runtime {
 

@@ -49,35 +49,20 @@ void notifyFunction(F& function, int64_t checkpointId) {
 // call initializeBackend() and initializeFunction() separately.
 class FunctionStateHandler {
  public:
+  FunctionStateHandler();
+  ~FunctionStateHandler();
+
   // Creates the backend and restores this subtask's share, when restoring.
-  void initializeBackend(OperatorContext& context, const OperatorStateRestore* restore) {
-    context_ = &context;
-    restored_ = restore != nullptr;
-    backend_ = std::make_unique<OperatorStateBackend>(context.runtimeContext().getOperatorName());
-    if (restore != nullptr) backend_->restore(restore->operatorState);
-  }
+  void initializeBackend(OperatorContext& context, const OperatorStateRestore* restore);
 
   // Calls the function's initializeState() if it is a CheckpointedFunction.
   // `keyed` is the operator's keyed backend, null on non-keyed streams.
   template <class F>
   void initializeFunction(F& function, KeyedStateBackend* keyed = nullptr) {
-    if constexpr (std::is_base_of_v<CheckpointedFunction, F>) {
-      KeyedStateStore keyedStore(keyed, backend().operatorName());
-      FunctionInitializationContext ctx(restored_, backend(), keyedStore);
-      static_cast<CheckpointedFunction&>(function).initializeState(ctx);
-    } else {
-      (void)function;
-      (void)keyed;
-    }
+    initializeCheckpointed(checkpointedOf(function), keyed);
   }
-
   // The same for a function known only at run time (null: not checkpointed).
-  void initializeCheckpointed(CheckpointedFunction* function, KeyedStateBackend* keyed = nullptr) {
-    if (function == nullptr) return;
-    KeyedStateStore keyedStore(keyed, backend().operatorName());
-    FunctionInitializationContext ctx(restored_, backend(), keyedStore);
-    function->initializeState(ctx);
-  }
+  void initializeCheckpointed(CheckpointedFunction* function, KeyedStateBackend* keyed = nullptr);
 
   template <class F>
   void initialize(OperatorContext& context, const OperatorStateRestore* restore, F& function,
@@ -90,36 +75,29 @@ class FunctionStateHandler {
   // serializes the operator state (OperatorStateSnapshot::operatorState).
   template <class F>
   std::string snapshot(F& function, int64_t checkpointId) {
-    OperatorStateBackend& operatorState = backend();
-    if constexpr (std::is_base_of_v<CheckpointedFunction, F>) {
-      FunctionSnapshotContext ctx(checkpointId, context_->clock().currentTimeMillis());
-      static_cast<CheckpointedFunction&>(function).snapshotState(ctx);
-    } else {
-      (void)function;
-      (void)checkpointId;
-    }
-    return operatorState.snapshot();
+    return snapshotCheckpointed(checkpointedOf(function), checkpointId);
   }
-
-  std::string snapshotCheckpointed(CheckpointedFunction* function, int64_t checkpointId) {
-    OperatorStateBackend& operatorState = backend();
-    if (function != nullptr) {
-      FunctionSnapshotContext ctx(checkpointId, context_->clock().currentTimeMillis());
-      function->snapshotState(ctx);
-    }
-    return operatorState.snapshot();
-  }
+  std::string snapshotCheckpointed(CheckpointedFunction* function, int64_t checkpointId);
 
   bool initialized() const { return backend_ != nullptr; }
   bool isRestored() const { return restored_; }
   OperatorStateBackend& backend() {
-    if (backend_ == nullptr) {
-      throw SluiceException("operator state used before the operator's initializeState()");
-    }
+    if (backend_ == nullptr) throwNotInitialized();
     return *backend_;
   }
 
  private:
+  template <class F>
+  static CheckpointedFunction* checkpointedOf(F& function) {
+    if constexpr (std::is_base_of_v<CheckpointedFunction, F>) {
+      return &function;
+    } else {
+      (void)function;
+      return nullptr;
+    }
+  }
+  [[noreturn]] static void throwNotInitialized();
+
   OperatorContext* context_ = nullptr;
   std::unique_ptr<OperatorStateBackend> backend_;
   bool restored_ = false;

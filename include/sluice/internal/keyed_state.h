@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include <sluice/core/owned.h>
 #include <sluice/state/internal_state.h>
 #include <sluice/state/keyed_state_backend.h>
 #include <sluice/state/state_storage.h>
@@ -149,7 +150,7 @@ class MapStateImpl final : public InternalMapState<N, UK, UV> {
   bool isEmpty() override { return storage_->isEmpty(); }
   void clear() override { storage_->clear(); }
   std::unique_ptr<MapStateIterator<UK, UV>> iterator() override {
-    return std::make_unique<MapStateIteratorImpl<UK, UV>>(storage_->iterator());
+    return internal::makeOwned<MapStateIteratorImpl<UK, UV>>(storage_->iterator());
   }
 
  private:
@@ -300,7 +301,7 @@ InternalValueState<N, T>& getOrCreateValueState(KeyedStateBackend& backend,
   return internal::getOrCreate<InternalValueState<N, T>>(
       backend, desc, [] { return internal::describeState<N, T>("ValueState"); },
       [&] {
-        return std::make_unique<internal::ValueStateImpl<N, T>>(internal::createValueStorage(
+        return internal::makeOwned<internal::ValueStateImpl<N, T>>(internal::createValueStorage(
             backend, desc,
             {internal::sharedStateTypeOf<N>(), internal::sharedStateTypeOf<T>(), {}}));
       });
@@ -312,7 +313,7 @@ InternalListState<N, T>& getOrCreateListState(KeyedStateBackend& backend,
   return internal::getOrCreate<InternalListState<N, T>>(
       backend, desc, [] { return internal::describeState<N, T>("ListState"); },
       [&] {
-        return std::make_unique<internal::ListStateImpl<N, T>>(internal::createListStorage(
+        return internal::makeOwned<internal::ListStateImpl<N, T>>(internal::createListStorage(
             backend, desc,
             {internal::sharedStateTypeOf<N>(), internal::sharedStateTypeOf<T>(), {}}));
       });
@@ -328,7 +329,7 @@ InternalMapState<N, UK, UV>& getOrCreateMapState(KeyedStateBackend& backend,
                "> in namespace " + TypeSerializer<N>::schema();
       },
       [&] {
-        return std::make_unique<internal::MapStateImpl<N, UK, UV>>(internal::createMapStorage(
+        return internal::makeOwned<internal::MapStateImpl<N, UK, UV>>(internal::createMapStorage(
             backend, desc,
             {internal::sharedStateTypeOf<N>(), internal::sharedStateTypeOf<UV>(),
              internal::sharedMapKeyTypeOf<UK>()}));
@@ -341,7 +342,7 @@ InternalReducingState<N, T>& getOrCreateReducingState(KeyedStateBackend& backend
   return internal::getOrCreate<InternalReducingState<N, T>>(
       backend, desc, [] { return internal::describeState<N, T>("ReducingState"); },
       [&] {
-        return std::make_unique<internal::ReducingStateImpl<N, T>>(
+        return internal::makeOwned<internal::ReducingStateImpl<N, T>>(
             internal::createValueStorage(
                 backend, desc,
                 {internal::sharedStateTypeOf<N>(), internal::sharedStateTypeOf<T>(), {}}),
@@ -355,7 +356,7 @@ InternalAggregatingState<N, IN, ACC, OUT>& getOrCreateAggregatingState(
   return internal::getOrCreate<InternalAggregatingState<N, IN, ACC, OUT>>(
       backend, desc, [] { return internal::describeState<N, ACC>("AggregatingState"); },
       [&] {
-        return std::make_unique<internal::AggregatingStateImpl<N, IN, ACC, OUT>>(
+        return internal::makeOwned<internal::AggregatingStateImpl<N, IN, ACC, OUT>>(
             internal::createValueStorage(
                 backend, desc,
                 {internal::sharedStateTypeOf<N>(), internal::sharedStateTypeOf<ACC>(), {}}),

@@ -26,6 +26,7 @@
 
 #include <sluice/checkpointed_function.h>
 #include <sluice/core/key_hash.h>
+#include <sluice/core/owned.h>
 #include <sluice/core/serializer.h>
 #include <sluice/functions.h>
 #include <sluice/graph/operator.h>
@@ -265,23 +266,23 @@ class TypedOps final : public TypeOps {
 
  public:
   static std::shared_ptr<const TypeOps> instance() {
-    static const std::shared_ptr<const TypeOps> ops = std::make_shared<TypedOps<T>>();
+    static const std::shared_ptr<const TypeOps> ops = makeOwned<TypedOps<T>>();
     return ops;
   }
   std::string schema() const override { return TypeSerializer<T>::schema(); }
   std::unique_ptr<OutputBase> createChainedOutput(StreamOperatorBase& target,
                                                   int inputIndex) const override {
-    return std::make_unique<ChainedOutput<T>>(target, inputIndex);
+    return makeOwned<ChainedOutput<T>>(target, inputIndex);
   }
   std::unique_ptr<RecordProcessorBase> createRecordProcessor(StreamOperatorBase& target,
                                                              int inputIndex) const override {
-    return std::make_unique<RecordProcessor<T>>(target, inputIndex);
+    return makeOwned<RecordProcessor<T>>(target, inputIndex);
   }
   std::unique_ptr<OutputBase> createFanOut(
       std::vector<std::unique_ptr<OutputBase>> outputs) const override {
-    if (outputs.empty()) return std::make_unique<DiscardingOutput<T>>();
+    if (outputs.empty()) return makeOwned<DiscardingOutput<T>>();
     if (outputs.size() == 1) return std::move(outputs.front());
-    return std::make_unique<FanOutOutput<T>>(std::move(outputs));
+    return makeOwned<FanOutOutput<T>>(std::move(outputs));
   }
 };
 
@@ -295,20 +296,16 @@ class PlainNetworkFactory final : public NetworkOutputFactory {
     std::unique_ptr<ChannelSelector<T>> s;
     switch (kind) {
       case PartitionKind::kRebalance:
-      case PartitionKind::kRescale:
-        s = std::make_unique<RoundRobinSelector<T>>(channels, subtask);
-        break;
-      case PartitionKind::kShuffle:
-        s = std::make_unique<ShuffleSelector<T>>(channels, subtask);
-        break;
-      case PartitionKind::kBroadcast: s = std::make_unique<BroadcastSelector<T>>(); break;
+      case PartitionKind::kRescale: s = makeOwned<RoundRobinSelector<T>>(channels, subtask); break;
+      case PartitionKind::kShuffle: s = makeOwned<ShuffleSelector<T>>(channels, subtask); break;
+      case PartitionKind::kBroadcast: s = makeOwned<BroadcastSelector<T>>(); break;
       case PartitionKind::kForward:
-      case PartitionKind::kGlobal: s = std::make_unique<FirstChannelSelector<T>>(); break;
+      case PartitionKind::kGlobal: s = makeOwned<FirstChannelSelector<T>>(); break;
       default:
         throw SluiceException(std::string("partitioning ") + partitionKindName(kind) +
                               " needs a key selector");
     }
-    return std::make_unique<NetworkOutput<T>>(writer, std::move(s));
+    return makeOwned<NetworkOutput<T>>(writer, std::move(s));
   }
 };
 
@@ -318,9 +315,9 @@ class KeyedNetworkFactory final : public NetworkOutputFactory {
   explicit KeyedNetworkFactory(KeySelector key) : key_(std::move(key)) {}
   std::unique_ptr<OutputBase> createNetworkOutput(RecordWriterBase& writer, PartitionKind, int,
                                                   int maxParallelism) const override {
-    return std::make_unique<NetworkOutput<T>>(
-        writer, std::make_unique<KeyGroupSelector<T, KeySelector>>(key_, writer.numberOfChannels(),
-                                                                   maxParallelism));
+    return makeOwned<NetworkOutput<T>>(
+        writer, makeOwned<KeyGroupSelector<T, KeySelector>>(key_, writer.numberOfChannels(),
+                                                            maxParallelism));
   }
 
  private:
@@ -336,9 +333,9 @@ class CustomNetworkFactory final : public NetworkOutputFactory {
       : partitioner_(std::move(partitioner)), key_(std::move(key)) {}
   std::unique_ptr<OutputBase> createNetworkOutput(RecordWriterBase& writer, PartitionKind, int,
                                                   int) const override {
-    return std::make_unique<NetworkOutput<T>>(
-        writer, std::make_unique<CustomSelector<T, K, KeySelector>>(
-                    std::make_unique<P>(partitioner_), key_, writer.numberOfChannels()));
+    return makeOwned<NetworkOutput<T>>(
+        writer, makeOwned<CustomSelector<T, K, KeySelector>>(std::make_unique<P>(partitioner_),
+                                                             key_, writer.numberOfChannels()));
   }
 
  private:
@@ -349,19 +346,38 @@ class CustomNetworkFactory final : public NetworkOutputFactory {
 // ---------------------------------------------------------------------------
 // Operator bases
 
+// What the runtime calls on a user function, found once: its RichFunction,
+// CheckpointedFunction and CheckpointListener sides (null when it has none).
+// The operators keep these instead of templating their lifecycle on the
+// function type, so one user function adds little more than its
+// processElement to a job's code.
+struct FunctionHooks {
+  RichFunction* rich = nullptr;
+  CheckpointedFunction* checkpointed = nullptr;
+  CheckpointListener* listener = nullptr;
+};
+
+template <class F>
+FunctionHooks hooksOf(F& f) {
+  FunctionHooks h;
+  if constexpr (std::is_base_of_v<RichFunction, F>) h.rich = &f;
+  if constexpr (std::is_base_of_v<CheckpointedFunction, F>) h.checkpointed = &f;
+  if constexpr (std::is_base_of_v<CheckpointListener, F>) h.listener = &f;
+  (void)f;
+  return h;
+}
+
+// open() and close() of a RichFunction (src/api/operators.cc).
+void openHooks(const FunctionHooks& hooks, StreamingRuntimeContext& context);
+void closeHooks(const FunctionHooks& hooks);
+
 template <class F>
 void openFunction(F& f, StreamingRuntimeContext& context) {
-  if constexpr (std::is_base_of_v<RichFunction, F>) {
-    f.setRuntimeContext(&context);
-    f.open();
-  }
+  openHooks(hooksOf(f), context);
 }
 template <class F>
 void closeFunction(F& f) {
-  if constexpr (std::is_base_of_v<RichFunction, F>) {
-    f.close();
-    f.setRuntimeContext(nullptr);
-  }
+  closeHooks(hooksOf(f));
 }
 
 template <class IN, class OUT>
@@ -501,55 +517,82 @@ class TimestampedCollector final : public Collector<OUT> {
 // ---------------------------------------------------------------------------
 // Operators
 
-// An operator that runs one user function `f_`: opens and closes it, and
-// gives it operator state when it is a CheckpointedFunction (state restored
-// from an earlier version of the job is carried on even when it is not).
-// Operators with more to do in open() call UdfOperator::open() last.
-template <class Base, class F>
-class UdfOperator : public Base {
+// The lifecycle of an operator that runs one user function: opens and closes
+// it, and gives it operator state when it is a CheckpointedFunction (state
+// restored from an earlier version of the job is carried on even when it is
+// not). Templated on the operator's base (its record types) only; the
+// function is reached through `hooks_`, set by UdfOperator. Operators with
+// more to do in open() call FunctionOperator::open() last.
+template <class Base>
+class FunctionOperator : public Base {
  public:
-  explicit UdfOperator(F f) : f_(std::move(f)) {}
+  FunctionOperator() = default;
+  FunctionOperator(const FunctionOperator&) = delete;
+  FunctionOperator& operator=(const FunctionOperator&) = delete;
   void initializeState(const OperatorStateRestore* restore) override {
-    functionState_.initialize(this->context(), restore, f_);
+    functionState_.initializeBackend(this->context(), restore);
+    functionState_.initializeCheckpointed(hooks_.checkpointed);
   }
   OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
     OperatorStateSnapshot s;
-    s.operatorState = functionState_.snapshot(f_, checkpointId);
+    s.operatorState = functionState_.snapshotCheckpointed(hooks_.checkpointed, checkpointId);
     return s;
   }
-  void notifyCheckpointComplete(int64_t checkpointId) override { notifyFunction(f_, checkpointId); }
-  void open() override { openFunction(f_, this->streamingContext()); }
-  void close() override { closeFunction(f_); }
+  void notifyCheckpointComplete(int64_t checkpointId) override {
+    if (hooks_.listener != nullptr) hooks_.listener->notifyCheckpointComplete(checkpointId);
+  }
+  void open() override { openHooks(hooks_, this->streamingContext()); }
+  void close() override { closeHooks(hooks_); }
 
  protected:
-  F f_;
+  FunctionHooks hooks_;
   FunctionStateHandler functionState_;
 };
 
-// A UdfOperator on a keyed stream: also owns the keyed state backend and
-// makes each element's key current before the function sees it.
-template <class Base, class F, class K>
-class KeyedUdfOperator : public UdfOperator<Base, F> {
+// A FunctionOperator that owns its user function `f_`.
+template <class Base, class F>
+class UdfOperator : public FunctionOperator<Base> {
  public:
-  using UdfOperator<Base, F>::UdfOperator;
+  explicit UdfOperator(F f) : f_(std::move(f)) { this->hooks_ = hooksOf(f_); }
+
+ protected:
+  F f_;
+};
+
+// A FunctionOperator on a keyed stream: also owns the keyed state backend
+// and makes each element's key current before the function sees it.
+template <class Base, class K>
+class KeyedFunctionOperator : public FunctionOperator<Base> {
+ public:
   void initializeState(const OperatorStateRestore* restore) override {
     keyed_.initialize(this->context(), restore);
     this->streamingContext().setKeyedStateBackend(&keyed_.backend());
-    this->functionState_.initialize(this->context(), restore, this->f_, &keyed_.backend());
+    this->functionState_.initializeBackend(this->context(), restore);
+    this->functionState_.initializeCheckpointed(this->hooks_.checkpointed, &keyed_.backend());
   }
   OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
     OperatorStateSnapshot s;
     s.keyedState = keyed_.snapshot(checkpointId);
-    s.operatorState = this->functionState_.snapshot(this->f_, checkpointId);
+    s.operatorState =
+        this->functionState_.snapshotCheckpointed(this->hooks_.checkpointed, checkpointId);
     return s;
   }
   void close() override {
-    UdfOperator<Base, F>::close();
+    FunctionOperator<Base>::close();
     keyed_.dispose();
   }
 
  protected:
   KeyedStateHandler<K> keyed_;
+};
+
+template <class Base, class F, class K>
+class KeyedUdfOperator : public KeyedFunctionOperator<Base, K> {
+ public:
+  explicit KeyedUdfOperator(F f) : f_(std::move(f)) { this->hooks_ = hooksOf(f_); }
+
+ protected:
+  F f_;
 };
 
 template <class IN, class OUT, class F>
@@ -1001,93 +1044,77 @@ class CoProcessOperator final : public UdfOperator<TwoInputOperator<IN1, IN2, OU
 // CheckpointedSinkWriter then snapshots into the operator state, and hears
 // of completed checkpoints. Processing-time timers the writer registers do
 // not fire once the operator was closed.
-template <class T>
-class SinkOperator final : public OneInputOperator<T, T>,
-                           private SinkWriterContext,
-                           private WriterInitContext {
+// The part of SinkOperator that does not depend on T (src/api/operators.cc).
+class SinkOperatorCore : public StreamOperatorBase,
+                         private SinkWriterContext,
+                         private WriterInitContext {
  public:
-  explicit SinkOperator(std::shared_ptr<const Sink<T>> sink) : sink_(std::move(sink)) {}
-  ~SinkOperator() override { *alive_ = false; }
+  SinkOperatorCore();
+  ~SinkOperatorCore() override;
   // State restored from an earlier job that the writer does not ask for is
   // carried on.
-  void initializeState(const OperatorStateRestore* restore) override {
-    functionState_.initializeBackend(this->context(), restore);
-    writer_ = sink_->createWriter(*this);
-    checkpointed_ = dynamic_cast<CheckpointedSinkWriter*>(writer_.get());
-    if (checkpointed_ != nullptr) {
-      checkpointed_->initializeState(functionState_.backend(), restore != nullptr);
-    }
-  }
-  OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
-    if (writer_) {
-      writer_->flush(false);
-      if (checkpointed_ != nullptr) checkpointed_->snapshotState(checkpointId);
-    }
-    OperatorStateSnapshot s;
-    s.operatorState = functionState_.backend().snapshot();
-    return s;
-  }
-  void notifyCheckpointComplete(int64_t checkpointId) override {
-    if (checkpointed_ != nullptr && *alive_) checkpointed_->notifyCheckpointComplete(checkpointId);
-  }
-  void open() override {
-    if (!writer_) initializeState(nullptr);  // a caller that skipped initializeState()
-  }
-  void processElement(const StreamRecord<T>& r) override {
-    current_ = &r;
-    writer_->write(r.value, *this);
-  }
+  void initializeState(const OperatorStateRestore* restore) override;
+  OperatorStateSnapshot snapshotState(int64_t checkpointId) override;
+  void notifyCheckpointComplete(int64_t checkpointId) override;
+  void open() override;
   void processWatermark(int, Watermark watermark) override { watermark_ = watermark.timestamp; }
   void processWatermarkStatus(int, WatermarkStatus) override {}
-  void finish() override { writer_->flush(true); }
-  void close() override {
-    *alive_ = false;
-    if (writer_) writer_->close();
+  void finish() override;
+  void close() override;
+  int numberOfInputs() const override { return 1; }
+
+ protected:
+  // Creates the writer; called once, in initializeState().
+  virtual SinkWriterBase& createWriter(WriterInitContext& context) = 0;
+  const SinkWriterContext& writerContext() const { return *this; }
+  bool currentHasTimestamp_ = false;
+  int64_t currentTimestamp_ = kMinTimestamp;
+
+ private:
+  std::optional<int64_t> timestamp() const override;
+  int64_t currentWatermark() const override { return watermark_; }
+  int getSubtaskId() const override;
+  int getNumberOfParallelSubtasks() const override;
+  RuntimeContext& getRuntimeContext() override;
+  const Clock& clock() const override;
+  bool registerProcessingTimer(int64_t timestamp, std::function<void(int64_t)> callback) override;
+
+  FunctionStateHandler functionState_;
+  SinkWriterBase* writer_ = nullptr;
+  CheckpointedSinkWriter* checkpointed_ = nullptr;  // writer_, when it takes part in checkpoints
+  int64_t watermark_ = kMinTimestamp;
+  // False once closed or destroyed; timers the writer registered check it.
+  std::shared_ptr<bool> alive_;
+};
+
+template <class T>
+class SinkOperator final : public SinkOperatorCore, public Input<T> {
+ public:
+  explicit SinkOperator(std::shared_ptr<const Sink<T>> sink) : sink_(std::move(sink)) {}
+  void* inputPointer(int) override { return static_cast<Input<T>*>(this); }
+  void processElement(const StreamRecord<T>& r) override {
+    currentHasTimestamp_ = r.hasTimestamp;
+    currentTimestamp_ = r.timestamp;
+    writer_->write(r.value, writerContext());
   }
 
  private:
-  std::optional<int64_t> timestamp() const override {
-    return current_->hasTimestamp ? std::optional<int64_t>(current_->timestamp) : std::nullopt;
-  }
-  int64_t currentWatermark() const override { return watermark_; }
-  int getSubtaskId() const override {
-    return const_cast<SinkOperator*>(this)->context().runtimeContext().getIndexOfThisSubtask();
-  }
-  int getNumberOfParallelSubtasks() const override {
-    return const_cast<SinkOperator*>(this)
-        ->context()
-        .runtimeContext()
-        .getNumberOfParallelSubtasks();
-  }
-  RuntimeContext& getRuntimeContext() override { return this->context().runtimeContext(); }
-  const Clock& clock() const override { return const_cast<SinkOperator*>(this)->context().clock(); }
-  bool registerProcessingTimer(int64_t timestamp, std::function<void(int64_t)> callback) override {
-    this->context().registerProcessingTimer(
-        timestamp, [alive = alive_, callback = std::move(callback)](int64_t t) {
-          if (*alive) callback(t);
-        });
-    return true;
+  SinkWriterBase& createWriter(::sluice::WriterInitContext& context) override {
+    writer_ = sink_->createWriter(context);
+    return *writer_;
   }
 
   std::shared_ptr<const Sink<T>> sink_;
-  FunctionStateHandler functionState_;
   std::unique_ptr<SinkWriter<T>> writer_;
-  CheckpointedSinkWriter* checkpointed_ = nullptr;  // writer_, when it takes part in checkpoints
-  const StreamRecord<T>* current_ = nullptr;
-  int64_t watermark_ = kMinTimestamp;
-  // False once closed or destroyed; timers the writer registered check it.
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };
 
 // ---------------------------------------------------------------------------
 // Factories
 
-// Creates an operator per subtask by copying a prototype function object.
-template <class OUT, class Make>
-class LambdaOperatorFactory final : public OperatorFactory {
+// An operator factory with output type OUT (void: none).
+template <class OUT>
+class TypedOperatorFactory : public OperatorFactory {
  public:
-  explicit LambdaOperatorFactory(Make make) : make_(std::move(make)) {}
-  std::unique_ptr<StreamOperatorBase> createOperator() const override { return make_(); }
   std::shared_ptr<const TypeOps> outputType() const override {
     if constexpr (std::is_void_v<OUT>) {
       return nullptr;
@@ -1095,6 +1122,14 @@ class LambdaOperatorFactory final : public OperatorFactory {
       return TypedOps<OUT>::instance();
     }
   }
+};
+
+// Creates an operator per subtask by copying a prototype function object.
+template <class OUT, class Make>
+class LambdaOperatorFactory final : public TypedOperatorFactory<OUT> {
+ public:
+  explicit LambdaOperatorFactory(Make make) : make_(std::move(make)) {}
+  std::unique_ptr<StreamOperatorBase> createOperator() const override { return make_(); }
 
  private:
   Make make_;
@@ -1102,7 +1137,7 @@ class LambdaOperatorFactory final : public OperatorFactory {
 
 template <class OUT, class Make>
 std::shared_ptr<const OperatorFactory> makeOperatorFactory(Make make) {
-  return std::make_shared<LambdaOperatorFactory<OUT, Make>>(std::move(make));
+  return makeOwned<LambdaOperatorFactory<OUT, Make>>(std::move(make));
 }
 
 }  // namespace sluice::internal

@@ -24,10 +24,12 @@
 #include <utility>
 #include <vector>
 
+#include <sluice/core/owned.h>
 #include <sluice/internal/function_state.h>
 #include <sluice/internal/keyed_state_handler.h>
 #include <sluice/internal/operators.h>
 #include <sluice/internal/timer_service.h>
+#include <sluice/window/merging_window_set.h>
 #include <sluice/window/window_cleanup.h>
 #include <sluice/windows.h>
 
@@ -93,7 +95,7 @@ class ReduceContents final : public WindowContents<T, T, W> {
  public:
   explicit ReduceContents(F f) : f_(std::move(f)) {}
   std::unique_ptr<WindowContents<T, T, W>> clone() const override {
-    return std::make_unique<ReduceContents>(f_);
+    return internal::makeOwned<ReduceContents>(f_);
   }
   void init(KeyedStateBackend& backend) override {
     state_ = &getOrCreateReducingState<W>(
@@ -126,7 +128,7 @@ class AggregateContents final : public WindowContents<IN, OUT, W> {
  public:
   explicit AggregateContents(AGG agg) : agg_(std::move(agg)) {}
   std::unique_ptr<WindowContents<IN, OUT, W>> clone() const override {
-    return std::make_unique<AggregateContents>(agg_);
+    return internal::makeOwned<AggregateContents>(agg_);
   }
   void init(KeyedStateBackend& backend) override {
     // Non-owning: the operator owns the function.
@@ -158,7 +160,7 @@ template <class T, class W>
 class ListContents final : public WindowContents<T, T, W> {
  public:
   std::unique_ptr<WindowContents<T, T, W>> clone() const override {
-    return std::make_unique<ListContents>();
+    return internal::makeOwned<ListContents>();
   }
   void init(KeyedStateBackend& backend) override {
     state_ = &getOrCreateListState<W>(backend, ListStateDescriptor<T>("window-contents"));
@@ -225,7 +227,7 @@ class EvictingContents final : public WindowContents<T, typename Fold::Value, W>
   EvictingContents(Fold fold, EvictorFactory evictor)
       : fold_(std::move(fold)), makeEvictor_(std::move(evictor)) {}
   std::unique_ptr<WindowContents<T, Value, W>> clone() const override {
-    return std::make_unique<EvictingContents>(fold_, makeEvictor_);
+    return internal::makeOwned<EvictingContents>(fold_, makeEvictor_);
   }
   void init(KeyedStateBackend& backend) override {
     evictor_ = makeEvictor_();
@@ -296,7 +298,7 @@ class PassThroughWindowFunction final : public InternalWindowFunction<V, V, K, W
  public:
   using Context = typename InternalWindowFunction<V, V, K, W>::Context;
   std::unique_ptr<InternalWindowFunction<V, V, K, W>> clone() const override {
-    return std::make_unique<PassThroughWindowFunction>();
+    return internal::makeOwned<PassThroughWindowFunction>();
   }
   void process(const K&, const W&, Context&, const std::vector<V>& values,
                Collector<V>& out) override {
@@ -311,7 +313,7 @@ class UserWindowFunction final : public InternalWindowFunction<V, OUT, K, W> {
   using Context = typename InternalWindowFunction<V, OUT, K, W>::Context;
   explicit UserWindowFunction(F f) : f_(std::move(f)) {}
   std::unique_ptr<InternalWindowFunction<V, OUT, K, W>> clone() const override {
-    return std::make_unique<UserWindowFunction>(f_);
+    return internal::makeOwned<UserWindowFunction>(f_);
   }
   void process(const K& key, const W& window, Context& ctx, const std::vector<V>& values,
                Collector<OUT>& out) override {
@@ -348,125 +350,6 @@ class UserWindowFunction final : public InternalWindowFunction<V, OUT, K, W> {
   F f_;
 };
 
-// --- the merging window set ------------------------------------------------------
-
-// The merging window set of one key (window -> window holding its state), as
-// Flink's MergingWindowSet: a handful of entries, kept as a sorted vector and
-// persisted in list state. Iterates in window order.
-template <class W>
-class MergingWindowSet {
- public:
-  using Entry = std::pair<W, W>;
-  using iterator = typename std::vector<Entry>::iterator;
-
-  void init(KeyedStateBackend& backend) {
-    state_ = &getOrCreateListState<VoidNamespace>(
-        backend, ListStateDescriptor<std::pair<W, W>>("merging-window-set"));
-  }
-  // The current key's set.
-  void load() {
-    entries_ = state_->get();
-    if (!std::is_sorted(entries_.begin(), entries_.end(), byWindow)) {
-      std::sort(entries_.begin(), entries_.end(), byWindow);
-    }
-    changed_ = false;
-  }
-  void persist() {
-    if (!changed_) return;
-    if (entries_.empty()) {
-      state_->clear();
-    } else {
-      state_->update(entries_);
-    }
-    changed_ = false;
-  }
-
-  bool empty() const { return entries_.empty(); }
-  iterator begin() { return entries_.begin(); }
-  iterator end() { return entries_.end(); }
-  iterator find(const W& w) {
-    auto it = lowerBound(w);
-    return it != entries_.end() && it->first == w ? it : entries_.end();
-  }
-  void erase(const W& w) {
-    auto it = find(w);
-    if (it == entries_.end()) return;
-    entries_.erase(it);
-    changed_ = true;
-  }
-
-  // Adds `newWindow`, merging it and existing windows as `assigner` says;
-  // calls onMerge(mergeResult, mergedWindows, stateWindowResult,
-  // mergedStateWindows) for every merge of more than the window itself, and
-  // returns the window the new element belongs to now.
-  template <class T, class OnMerge>
-  W add(MergingWindowAssigner<T, W>& assigner, const W& newWindow, OnMerge&& onMerge) {
-    std::vector<W>& windows = scratch_;
-    windows.clear();
-    for (auto& [w, s] : entries_) windows.push_back(w);
-    windows.push_back(newWindow);
-    struct CollectMerges final : MergingWindowAssigner<T, W>::MergeCallback {
-      std::vector<std::pair<W, std::vector<W>>> merges;
-      void merge(const std::vector<W>& toBeMerged, const W& mergeResult) override {
-        merges.emplace_back(mergeResult, toBeMerged);
-      }
-    } collect;
-    assigner.mergeWindows(windows, collect);
-
-    W resultWindow = newWindow;
-    bool mergedNewWindow = false;
-    for (auto& [mergeResult, mergedWindows] : collect.merges) {
-      auto self = std::find(mergedWindows.begin(), mergedWindows.end(), newWindow);
-      if (self != mergedWindows.end()) {
-        mergedWindows.erase(self);
-        mergedNewWindow = true;
-        resultWindow = mergeResult;
-      }
-      // The state of the first merged window becomes the merged window's.
-      W mergedStateWindow = at(mergedWindows.front());
-      std::vector<W> mergedStateWindows;
-      for (const W& m : mergedWindows) {
-        auto it = find(m);
-        if (it != entries_.end()) {
-          if (!(it->second == mergedStateWindow)) mergedStateWindows.push_back(it->second);
-          entries_.erase(it);
-        }
-      }
-      (*this)[mergeResult] = mergedStateWindow;
-      changed_ = true;
-      const bool onlyItself = mergedWindows.size() == 1 && mergedWindows.front() == mergeResult;
-      if (!onlyItself) onMerge(mergeResult, mergedWindows, mergedStateWindow, mergedStateWindows);
-    }
-    if (collect.merges.empty() || (resultWindow == newWindow && !mergedNewWindow)) {
-      (*this)[resultWindow] = resultWindow;
-      changed_ = true;
-    }
-    return resultWindow;
-  }
-
- private:
-  static bool byWindow(const Entry& a, const Entry& b) { return a.first < b.first; }
-  iterator lowerBound(const W& w) {
-    return std::lower_bound(entries_.begin(), entries_.end(), w,
-                            [](const Entry& e, const W& x) { return e.first < x; });
-  }
-  W& at(const W& w) {
-    auto it = find(w);
-    if (it == entries_.end()) throw SluiceException("window not in the merging window set");
-    return it->second;
-  }
-  W& operator[](const W& w) {
-    auto it = lowerBound(w);
-    if (it == entries_.end() || !(it->first == w)) it = entries_.insert(it, Entry{w, w});
-    return it->second;
-  }
-
-  InternalListState<VoidNamespace, std::pair<W, W>>* state_ = nullptr;
-  std::vector<Entry> entries_;
-  std::vector<W> scratch_;  // add()'s window list, reused
-  bool changed_ = false;
-};
-
 // --- the operator ------------------------------------------------------------------
 
 // What WindowedStream collects before a window function is chosen.
@@ -487,9 +370,13 @@ struct WindowSpec : WindowSettings<IN, W> {
 };
 
 template <class K, class IN, class V, class OUT, class W>
-class WindowOperator final : public OneInputOperator<IN, OUT> {
+class WindowOperator final : public OneInputOperator<IN, OUT>,
+                             private window::MergingWindowSet::Listener {
   using Timer = TimerData<K, W>;
   using Function = InternalWindowFunction<V, OUT, K, W>;
+  // Merging assigners (sessions) produce TimeWindows; the merging window set
+  // is compiled for those only.
+  static constexpr bool kCanMerge = std::is_same_v<W, TimeWindow>;
 
  public:
   explicit WindowOperator(WindowSpec<K, IN, V, OUT, W> spec)
@@ -528,8 +415,14 @@ class WindowOperator final : public OneInputOperator<IN, OUT> {
                             trigger_->toString() + " does not");
     }
     if (mergingAssigner_ != nullptr) {
-      merging_ = std::make_unique<MergingWindowSet<W>>();
-      merging_->init(keyed_.backend());
+      if constexpr (kCanMerge) {
+        merging_ = std::make_unique<window::MergingWindowSet>();
+        merging_->init(keyed_.backend());
+      } else {
+        throw SluiceException("operator '" + name + "': the merging window assigner " +
+                              assigner_->toString() +
+                              " must assign TimeWindows; merging is supported for TimeWindow only");
+      }
     }
     if (!spec_.lateDataTag.empty()) {
       lateOutput_ = static_cast<Output<IN>*>(this->context().sideOutput(spec_.lateDataTag));
@@ -652,30 +545,40 @@ class WindowOperator final : public OneInputOperator<IN, OUT> {
   }
 
   bool addToMergingWindows(const StreamRecord<IN>& r) {
-    bool skipped = true;
-    merging_->load();
-    for (const W& window : windows_) {
-      // As Flink: merge first, then judge lateness on the merged window, so
-      // an element whose own window is late still joins a live session.
-      W actual = merging_->add(*mergingAssigner_, window,
-                               [&](const W& result, const std::vector<W>& merged,
-                                   const W& stateResult, const std::vector<W>& mergedState) {
-                                 onMerge(result, merged, stateResult, mergedState);
-                               });
-      if (cleanup_.isWindowLate(actual.maxTimestamp(), timers_.currentWatermark())) {
-        merging_->erase(actual);
-        continue;
+    if constexpr (kCanMerge) {
+      struct Collect final : MergingWindowAssigner<IN, W>::MergeCallback {
+        std::vector<window::MergingWindowSet::Merge>* merges = nullptr;
+        void merge(const std::vector<W>& toBeMerged, const W& mergeResult) override {
+          merges->push_back({mergeResult, toBeMerged});
+        }
+      } collect;
+      collect.merges = &merges_;
+      bool skipped = true;
+      merging_->load();
+      for (const W& window : windows_) {
+        // As Flink: merge first, then judge lateness on the merged window, so
+        // an element whose own window is late still joins a live session.
+        merges_.clear();
+        mergingAssigner_->mergeWindows(merging_->windowsWith(window), collect);
+        W actual = merging_->add(window, merges_, *this);
+        if (cleanup_.isWindowLate(actual.maxTimestamp(), timers_.currentWatermark())) {
+          merging_->erase(actual);
+          continue;
+        }
+        skipped = false;
+        auto state = merging_->find(actual);
+        if (state == merging_->end()) {
+          throw SluiceException("window " + describe(actual) + " is not in the merging window set");
+        }
+        const W stateWindow = state->second;  // a copy: firing may change the set
+        onElementInWindow(r, actual, stateWindow);
       }
-      skipped = false;
-      auto state = merging_->find(actual);
-      if (state == merging_->end()) {
-        throw SluiceException("window " + describe(actual) + " is not in the merging window set");
-      }
-      const W stateWindow = state->second;  // a copy: firing may change the set
-      onElementInWindow(r, actual, stateWindow);
+      merging_->persist();
+      return skipped;
+    } else {
+      (void)r;
+      return false;
     }
-    merging_->persist();
-    return skipped;
   }
 
   void onElementInWindow(const StreamRecord<IN>& r, const W& window, const W& stateWindow) {
@@ -697,12 +600,14 @@ class WindowOperator final : public OneInputOperator<IN, OUT> {
     keyed_.setCurrentKey(currentKey_);
     triggerCtx_.window = t.ns;
     W stateWindow = t.ns;
-    if (merging_) {
-      merging_->load();
-      auto it = merging_->find(t.ns);
-      // A timer of a window that merged away: the trigger failed to delete it.
-      if (it == merging_->end()) return;
-      stateWindow = it->second;
+    if constexpr (kCanMerge) {
+      if (merging_) {
+        merging_->load();
+        auto it = merging_->find(t.ns);
+        // A timer of a window that merged away: the trigger failed to delete it.
+        if (it == merging_->end()) return;
+        stateWindow = it->second;
+      }
     }
     TriggerResult result = eventTimeTimer
                                ? trigger_->onEventTime(t.timestamp, t.ns, triggerCtx_)
@@ -737,7 +642,9 @@ class WindowOperator final : public OneInputOperator<IN, OUT> {
     trigger_->clear(window, triggerCtx_);
     processCtx_.window_ = window;
     function_->clear(processCtx_);
-    if (merging_) merging_->erase(window);
+    if constexpr (kCanMerge) {
+      if (merging_) merging_->erase(window);
+    }
   }
 
   void registerCleanupTimer(const W& window) {
@@ -759,8 +666,13 @@ class WindowOperator final : public OneInputOperator<IN, OUT> {
     }
   }
 
-  void onMerge(const W& mergeResult, const std::vector<W>& mergedWindows,
-               const W& stateWindowResult, const std::vector<W>& mergedStateWindows) {
+  // MergingWindowSet::Listener (W is TimeWindow whenever it is called).
+  void onMerge(const TimeWindow& result, const std::vector<TimeWindow>& merged,
+               const TimeWindow& stateResult, const std::vector<TimeWindow>& mergedState) override {
+    if constexpr (kCanMerge) mergeWindows(result, merged, stateResult, mergedState);
+  }
+  void mergeWindows(const W& mergeResult, const std::vector<W>& mergedWindows,
+                    const W& stateWindowResult, const std::vector<W>& mergedStateWindows) {
     cleanup_.checkMergeResult(mergeResult.maxTimestamp(), timers_.currentWatermark(),
                               timers_.currentProcessingTime(), describe(mergeResult));
     triggerCtx_.window = mergeResult;
@@ -792,7 +704,8 @@ class WindowOperator final : public OneInputOperator<IN, OUT> {
   std::unique_ptr<WindowAssigner<IN, W>> assigner_;
   std::unique_ptr<Trigger<IN, W>> trigger_;
   MergingWindowAssigner<IN, W>* mergingAssigner_ = nullptr;
-  std::unique_ptr<MergingWindowSet<W>> merging_;
+  std::unique_ptr<window::MergingWindowSet> merging_;
+  std::vector<window::MergingWindowSet::Merge> merges_;
   window::WindowCleanup cleanup_;
   Output<IN>* lateOutput_ = nullptr;
 

@@ -63,6 +63,7 @@
 #include <utility>
 #include <vector>
 
+#include <sluice/core/owned.h>
 #include <sluice/core/serializer.h>
 #include <sluice/core/status.h>
 #include <sluice/state/keyed_state_backend.h>
@@ -220,7 +221,9 @@ class BroadcastState : public ReadOnlyBroadcastState<K, V> {
   // Java-style iteration that may remove entries (see MapStateIterator):
   //   for (auto it = s.iterator(); it->hasNext();) { auto [k, v] = it->next(); ... it->remove(); }
   // put() and remove() through the state while iterating invalidate it.
-  std::unique_ptr<MapStateIterator<K, V>> iterator() { return std::make_unique<Iter>(this->map_); }
+  std::unique_ptr<MapStateIterator<K, V>> iterator() {
+    return internal::makeOwned<Iter>(this->map_);
+  }
 
  protected:
   BroadcastState() = default;

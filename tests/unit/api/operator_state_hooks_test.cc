@@ -24,8 +24,7 @@
 #include <sluice/checkpointed_function.h>
 #include <sluice/core/config_options.h>
 #include <sluice/sluice.h>
-
-#include "unit/api/operator_harness.h"
+#include <sluice/testing.h>
 
 namespace sluice {
 namespace {

@@ -18,9 +18,9 @@
 #include <gtest/gtest.h>
 
 #include <sluice/sinks.h>
+#include <sluice/testing.h>
 
 #include "harness/temp_dir.h"
-#include "unit/api/fake_runtime_context.h"
 
 namespace {
 
@@ -34,12 +34,12 @@ struct Trade {
 };
 SLUICE_STRUCT(Trade, symbol, qty, price)
 
-using sluice::testing::FakeRuntimeContext;
+using sluice::testing::HarnessRuntimeContext;
 
 class FakeInitContext final : public WriterInitContext {
  public:
   FakeInitContext(int subtask, int parallelism)
-      : subtask_(subtask), parallelism_(parallelism), runtime_(subtask, parallelism) {}
+      : subtask_(subtask), parallelism_(parallelism), runtime_("test", subtask, parallelism, 128) {}
   int getSubtaskId() const override { return subtask_; }
   int getNumberOfParallelSubtasks() const override { return parallelism_; }
   RuntimeContext& getRuntimeContext() override { return runtime_; }
@@ -47,7 +47,7 @@ class FakeInitContext final : public WriterInitContext {
  private:
   int subtask_;
   int parallelism_;
-  FakeRuntimeContext runtime_;
+  HarnessRuntimeContext runtime_;
 };
 
 class NoContext final : public SinkWriterContext {

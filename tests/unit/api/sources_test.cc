@@ -28,9 +28,9 @@
 #include <gtest/gtest.h>
 
 #include <sluice/sources.h>
+#include <sluice/testing.h>
 
 #include "harness/temp_dir.h"
-#include "unit/api/fake_runtime_context.h"
 
 namespace {
 
@@ -38,12 +38,12 @@ using namespace sluice;
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
-using sluice::testing::FakeRuntimeContext;
+using sluice::testing::HarnessRuntimeContext;
 
 class FakeReaderContext final : public SourceReaderContext {
  public:
   FakeReaderContext(int subtask, int parallelism)
-      : subtask_(subtask), parallelism_(parallelism), runtime_(subtask, parallelism) {}
+      : subtask_(subtask), parallelism_(parallelism), runtime_("test", subtask, parallelism, 128) {}
 
   int getIndexOfSubtask() const override { return subtask_; }
   int currentParallelism() const override { return parallelism_; }
@@ -80,7 +80,7 @@ class FakeReaderContext final : public SourceReaderContext {
  private:
   int subtask_;
   int parallelism_;
-  FakeRuntimeContext runtime_;
+  HarnessRuntimeContext runtime_;
   std::mutex mu_;
   std::condition_variable cv_;
   int signals_ = 0;

@@ -20,8 +20,7 @@
 #include <gtest/gtest.h>
 
 #include <sluice/sluice.h>
-
-#include "unit/api/operator_harness.h"
+#include <sluice/testing.h>
 
 namespace sluice {
 namespace {

@@ -38,9 +38,9 @@
 #include <sluice/environment.h>
 #include <sluice/file_sink.h>
 #include <sluice/internal/operators.h>
+#include <sluice/testing.h>
 
 #include "harness/temp_dir.h"
-#include "unit/api/operator_harness.h"
 
 namespace sluice {
 

@@ -24,9 +24,8 @@
 
 #include <sluice/internal/operators.h>
 #include <sluice/sinks.h>
+#include <sluice/testing.h>
 #include <sluice/two_phase_commit.h>
-
-#include "unit/api/operator_harness.h"
 
 namespace sluice {
 

@@ -16,8 +16,7 @@
 
 #include <sluice/internal/timer_service.h>
 #include <sluice/sluice.h>
-
-#include "unit/api/operator_harness.h"
+#include <sluice/testing.h>
 
 namespace sluice {
 namespace {

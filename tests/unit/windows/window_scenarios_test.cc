@@ -75,10 +75,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sluice/core/watermark_valve.h>
 #include <sluice/sluice.h>
-
-#include "runtime/watermark_valve.h"
-#include "unit/api/operator_harness.h"
+#include <sluice/testing.h>
 
 namespace sluice {
 namespace {
@@ -515,7 +514,7 @@ class Runner {
     throw std::logic_error("no subtask owns key group " + std::to_string(kg));
   }
 
-  void apply(const runtime::WatermarkValve::Emit& e) {
+  void apply(const WatermarkValve::Emit& e) {
     if (e.watermark) {
       lastWatermark_ = e.watermarkValue;
       for (auto& h : subtasks_) h->processWatermark(0, e.watermarkValue);
@@ -541,7 +540,7 @@ class Runner {
   const Scenario& s_;
   Mode mode_;
   std::string lateTag_;
-  runtime::WatermarkValve valve_;
+  WatermarkValve valve_;
   std::vector<std::unique_ptr<OperatorHarness<OUT>>> subtasks_;
   CollectingOutput<Ev> late_;
   std::optional<int64_t> lastWatermark_;

@@ -8,8 +8,6 @@
 // active, not ended, and its watermark has reached the last output (the
 // output only rises, and it is the minimum of the counted channels, so a
 // counted channel can never fall behind it).
-#include "runtime/watermark_valve.h"
-
 #include <algorithm>
 #include <cstdint>
 #include <random>
@@ -19,11 +17,11 @@
 #include <gtest/gtest.h>
 
 #include <sluice/core/stream_element.h>
+#include <sluice/core/watermark_valve.h>
 
 namespace {
 
 using namespace sluice;
-using namespace sluice::runtime;
 
 constexpr auto kIdle = WatermarkStatus::kIdle;
 constexpr auto kActive = WatermarkStatus::kActive;

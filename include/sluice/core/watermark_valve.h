@@ -1,5 +1,5 @@
-// StatusWatermarkValve: turns the watermarks and idleness of many channels into
-// one watermark stream for an input, as Flink does:
+// WatermarkValve (Flink's StatusWatermarkValve): turns the watermarks and idleness of many channels
+// into one watermark stream for an input, as Flink does:
 //   - each channel keeps the highest watermark it sent;
 //   - the input's watermark is the minimum over active, aligned channels, and
 //     is forwarded only when it increases;
@@ -16,7 +16,7 @@
 
 #include <sluice/core/stream_element.h>
 
-namespace sluice::runtime {
+namespace sluice {
 
 class WatermarkValve {
  public:
@@ -120,4 +120,4 @@ class WatermarkValve {
   bool outputIdle_ = false;
 };
 
-}  // namespace sluice::runtime
+}  // namespace sluice
