@@ -2,6 +2,8 @@
 #
 #   make run           install deps, build the release WordCount example and run it
 #   make test          install deps, build build/debug (ASan+UBSan, -Werror), run ctest
+#   make test-long     make test, then the fault-injection suite with the full seed
+#                      set (FAULT_SEEDS per job and mode; not run by CI)
 #   make release       build everything in build/release (no tests, no benchmarks)
 #   make debug         build everything in build/debug (sanitizers, -Werror, tests)
 #   make bench         build build/release with benchmarks, run bench/sluice-bench $(ARGS)
@@ -14,7 +16,8 @@
 #   JOBS=2          parallel compile / test jobs
 #   ARGS=           arguments for the program run by `make run` / `make bench`
 #   TESTS=          ctest -R regex for `make test` (default: all tests)
-#   CTEST_ARGS=     extra ctest arguments for `make test`
+#   CTEST_ARGS=     extra ctest arguments for `make test` (e.g. -LE slow, -L unit)
+#   FAULT_SEEDS=200 exactly-once seeds per job for `make test-long`
 #   NO_DEPS=1       skip scripts/install-deps.sh
 #   CMAKE_ARGS=     extra arguments for every CMake configure
 #   CLANG_FORMAT=clang-format
@@ -24,6 +27,7 @@ JOBS ?= 2
 ARGS ?=
 TESTS ?=
 CTEST_ARGS ?=
+FAULT_SEEDS ?= 200
 NO_DEPS ?=
 CMAKE_ARGS ?=
 CMAKE ?= cmake
@@ -48,7 +52,7 @@ FORMAT_FILES = $(shell find include src tests examples bench \
 	\( -name '*.h' -o -name '*.hpp' -o -name '*.cc' -o -name '*.cpp' \) -print 2>/dev/null) \
 	$(wildcard tools/*.cc)
 
-.PHONY: all run test release debug bench check format check-format clean deps help \
+.PHONY: all run test test-long release debug bench check format check-format clean deps help \
 	configure-release configure-debug
 
 all: release
@@ -81,6 +85,11 @@ debug: configure-debug
 
 test: debug
 	$(CTEST) --test-dir $(DEBUG_DIR) --output-on-failure -j $(JOBS) --timeout 600 $(if $(TESTS),-R '$(TESTS)') $(CTEST_ARGS)
+
+# The seeded fault-injection tests are discovered when the binary is built, so
+# the longer seed set runs the binary directly rather than through ctest.
+test-long: test
+	SLUICE_FAULT_SEEDS=$(FAULT_SEEDS) $(DEBUG_DIR)/tests/slow --gtest_brief=1
 
 bench: deps
 	$(CMAKE) -S . -B $(RELEASE_DIR) $(RELEASE_FLAGS) -DSLUICE_BUILD_BENCH=ON $(CMAKE_ARGS)

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <set>
 
-#include "unit/checkpoint/checkpoint_util.h"
+#include "harness/checkpoint_jobs.h"
 
 namespace sluice::checkpointing {
 namespace {
@@ -23,16 +23,24 @@ TEST_P(CheckpointRecoveryTest, AFailedJobRestoresTheLatestCheckpointAndLosesNoth
   TempDir dir("recovery");
   StreamExecutionEnvironment env;
   env.setParallelism(c.parallelism).setStateBackend(c.backend);
-  env.enableCheckpointing(milliseconds(20));
+  env.enableCheckpointing(std::chrono::hours(1));  // the test triggers them
   if (c.withDirectory) env.getCheckpointConfig().setCheckpointStorage(dir.str());
   env.setRestartStrategy(RestartStrategies::fixedDelayRestart(5, milliseconds(0)));
   const int64_t count = 6000;
   // The keyed operator's last subtask fails at its 1500th record of the
-  // first attempt, well after the first checkpoints.
+  // first attempt (about a quarter into the input), after the checkpoint
+  // the test takes at the first sixth.
   auto plan = std::make_shared<FaultPlan>(
       std::vector<Fault>{{1, c.parallelism - 1, FaultKind::kRecord, 1500 / c.parallelism}});
-  auto out = buildRunningSum(env, count, 20000, plan);
+  auto gate = std::make_shared<SourceGate>();
+  auto out = buildGatedRunningSum(env, count, gate, plan);
   JobClient client = env.executeAsync("recovery");
+  const int64_t perSplit = count / c.parallelism;
+  for (int step = 1; step < 6; ++step) {
+    const int64_t through = perSplit * step / 6;
+    checkpointAtGate(client, *gate, through, recordsThroughGate(count, c.parallelism, through));
+  }
+  gate->openFully();
   JobExecutionResult result = client.getJobExecutionResult();
   EXPECT_EQ(plan->fired(), 1u);
   auto stats = client.getCheckpointStats();
@@ -416,6 +424,7 @@ TEST(SavepointTest, DrainFiresEveryWindowBeforeTheSavepoint) {
   TempDir dir("drain");
   StreamExecutionEnvironment env;
   auto buffer = std::make_shared<internal::CollectBuffer<std::pair<int64_t, int64_t>>>();
+  auto seen = std::make_shared<std::atomic<int64_t>>(0);
   env.fromGenerator(
          [](int64_t i) {
            return std::pair<int64_t, int64_t>{i % 3, 1};
@@ -424,12 +433,16 @@ TEST(SavepointTest, DrainFiresEveryWindowBeforeTheSavepoint) {
       .assignTimestampsAndWatermarks(
           WatermarkStrategy<std::pair<int64_t, int64_t>>::forMonotonousTimestamps()
               .withTimestampAssigner([](const auto&, int64_t) { return int64_t{0}; }))
+      .map([seen](const std::pair<int64_t, int64_t>& p) {
+        seen->fetch_add(1);
+        return p;
+      })
       .keyBy([](const auto& p) { return p.first; })
       .window(TumblingEventTimeWindows::of(milliseconds(1000)))
       .sum(1)
       .sinkTo(CollectSink<std::pair<int64_t, int64_t>>(buffer));
   JobClient client = env.executeAsync("drain");
-  std::this_thread::sleep_for(milliseconds(100));
+  ASSERT_TRUE(waitUntil([&] { return seen->load() >= 500; }));
   EXPECT_EQ(buffer->size(), 0u);  // all in one window that has not fired
   client.stopWithSavepoint(true, dir.str());
   client.getJobExecutionResult();

@@ -1,6 +1,6 @@
-// Shared pieces of the checkpoint suites: the jobs and their reference
-// results computed without the engine (the fault plan, temporary directories
-// and waiting come from tests/harness/).
+// Shared pieces of the checkpoint job tests (integration/, slow/): the
+// keyed running-sum job and its reference result computed without the
+// engine, and reading what a FileSink committed.
 #pragma once
 
 #include <unistd.h>
@@ -25,6 +25,7 @@
 #include <sluice/sluice.h>
 
 #include "harness/fault_plan.h"
+#include "harness/gated_source.h"
 #include "harness/temp_dir.h"
 #include "harness/wait.h"
 
@@ -39,6 +40,11 @@ using test::FailingMap;
 using test::Fault;
 using test::FaultKind;
 using test::FaultPlan;
+
+using test::checkpointAtGate;
+using test::GatedGeneratorSource;
+using test::recordsThroughGate;
+using test::SourceGate;
 
 // Lines of every visible (finished) file under `dir`, recursively; names
 // starting with '.' are in-progress or pending files and are skipped.
@@ -102,13 +108,12 @@ inline void expectExactlyOnce(const std::vector<Row>& rows, int64_t count) {
   }
 }
 
-// generator -> failing map (site 0) -> keyBy -> running (count, sum) ->
+// source -> failing map (site 0) -> keyBy -> running (count, sum) ->
 // failing map (site 1) -> collect.
-inline std::shared_ptr<internal::CollectBuffer<Row>> buildRunningSum(
-    StreamExecutionEnvironment& env, int64_t count, double rate, std::shared_ptr<FaultPlan> plan) {
+inline std::shared_ptr<internal::CollectBuffer<Row>> buildRunningSumFrom(
+    SingleOutputStreamOperator<Row> source, std::shared_ptr<FaultPlan> plan) {
   auto buffer = std::make_shared<internal::CollectBuffer<Row>>();
-  env.fromGenerator(input, count, rate)
-      .uid("source")
+  source.uid("source")
       .map(FailingMap<Row>(plan, 0))
       .uid("fail-0")
       .keyBy([](const Row& r) { return std::get<0>(r); })
@@ -122,6 +127,22 @@ inline std::shared_ptr<internal::CollectBuffer<Row>> buildRunningSum(
       .sinkTo(CollectSink<Row>(buffer), "Collect")
       .uid("collect");
   return buffer;
+}
+
+// The running sum over input(0..count-1) from a generator source.
+inline std::shared_ptr<internal::CollectBuffer<Row>> buildRunningSum(
+    StreamExecutionEnvironment& env, int64_t count, double rate, std::shared_ptr<FaultPlan> plan) {
+  return buildRunningSumFrom(env.fromGenerator(input, count, rate), std::move(plan));
+}
+
+// The same from a gated source (harness/gated_source.h): the test says when
+// records flow and takes the checkpoints itself.
+inline std::shared_ptr<internal::CollectBuffer<Row>> buildGatedRunningSum(
+    StreamExecutionEnvironment& env, int64_t count, std::shared_ptr<SourceGate> gate,
+    std::shared_ptr<FaultPlan> plan) {
+  return buildRunningSumFrom(
+      env.fromSource(GatedGeneratorSource(std::move(gate), input, count), "Generator Source"),
+      std::move(plan));
 }
 
 }  // namespace sluice::checkpointing

@@ -6,12 +6,10 @@
 #include <set>
 
 #include "checkpoint/checkpoint_metadata.h"
-#include "unit/checkpoint/checkpoint_util.h"
+#include "harness/checkpoint_jobs.h"
 
 namespace sluice::checkpointing {
 namespace {
-
-using std::chrono::milliseconds;
 
 std::set<std::string> listFiles(const fs::path& dir) {
   std::set<std::string> names;
@@ -35,6 +33,9 @@ std::map<std::string, std::vector<std::string>> referencedFiles(const fs::path& 
   return refs;
 }
 
+// Enough records that the source never runs dry before the test stops it.
+constexpr int64_t kCount = 1'000'000;
+
 Configuration incrementalConfig() {
   Configuration config;
   config.setString("state.backend.type", "rocksdb");
@@ -42,11 +43,11 @@ Configuration incrementalConfig() {
   return config;
 }
 
-// Runs the running-sum job with incremental checkpoints every 10 ms until
-// `checkpoints` completed, while a watcher records every shared file it
-// sees; cancels it, retaining the last `retained` checkpoints. A snapshot
-// fault in the 4th checkpoint aborts that one after other tasks stored
-// their files.
+// Runs the running-sum job with incremental checkpoints taken by the test
+// (a gated source lets `kChunk` more records per split through before each
+// one) until `checkpoints` completed, recording every shared file after each;
+// cancels it, retaining the last `retained` checkpoints. A snapshot fault in
+// the 4th checkpoint aborts that one after other tasks stored their files.
 struct IncrementalRun {
   std::string jobDir;
   std::set<std::string> sharedSeen;  // every shared file that existed at some point
@@ -54,11 +55,13 @@ struct IncrementalRun {
   int64_t failedCheckpoints = 0;
 };
 
+constexpr int64_t kChunk = 500;
+
 IncrementalRun runIncremental(const TempDir& dir, int parallelism, int retained, int checkpoints,
                               int64_t count) {
   StreamExecutionEnvironment env(incrementalConfig());
   env.setParallelism(parallelism);
-  env.enableCheckpointing(milliseconds(10));
+  env.enableCheckpointing(std::chrono::hours(1));  // the test triggers every checkpoint
   env.getCheckpointConfig()
       .setCheckpointStorage(dir.str())
       .setNumRetainedCheckpoints(retained)
@@ -66,18 +69,28 @@ IncrementalRun runIncremental(const TempDir& dir, int parallelism, int retained,
       .setExternalizedCheckpointRetention(ExternalizedCheckpointRetention::kRetainOnCancellation);
   env.setRestartStrategy(RestartStrategies::noRestart());
   auto plan = std::make_shared<FaultPlan>(std::vector<Fault>{{1, 0, FaultKind::kSnapshot, 4}});
-  auto out = buildRunningSum(env, count, 20000, plan);
+  auto gate = std::make_shared<SourceGate>();
+  auto out = buildGatedRunningSum(env, count, gate, plan);
   JobClient client = env.executeAsync("incremental");
   IncrementalRun run;
   run.jobDir = (dir.path() / client.getJobId()).string();
   const fs::path shared = fs::path(run.jobDir) / "shared";
-  const bool reached = waitUntil([&] {
+  for (int64_t step = 1; client.getCheckpointStats().completed < checkpoints; ++step) {
+    if (step * kChunk >= count / parallelism) {
+      ADD_FAILURE() << "the source ran dry after " << client.getCheckpointStats().completed
+                    << " checkpoints";
+      break;
+    }
+    const int64_t perSplit = step * kChunk;
+    checkpointAtGate(client, *gate, perSplit, recordsThroughGate(count, parallelism, perSplit));
     for (const auto& f : listFiles(shared)) run.sharedSeen.insert(f);
-    return client.getCheckpointStats().completed >= checkpoints;
-  });
+    if (client.getJobStatus() != JobStatus::kRunning) {
+      ADD_FAILURE() << "the job stopped: " << jobStatusName(client.getJobStatus());
+      break;
+    }
+  }
   client.cancel();
   EXPECT_THROW(client.getJobExecutionResult(), JobExecutionException);
-  EXPECT_TRUE(reached) << "only " << client.getCheckpointStats().completed << " checkpoints";
   EXPECT_EQ(plan->fired(), 1u);
   run.failedCheckpoints = client.getCheckpointStats().failed;
   run.rows = out->take();
@@ -88,7 +101,7 @@ TEST(IncrementalCheckpointTest, CheckpointsReferTheSameStoredFilesInsteadOfCopyi
   TempDir dir("incremental-all");
   // Every checkpoint retained: each stored file must be referenced, and
   // later checkpoints must refer to files earlier ones stored.
-  IncrementalRun run = runIncremental(dir, 2, 1000, 12, kUnboundedCount);
+  IncrementalRun run = runIncremental(dir, 2, 1000, 12, kCount);
   EXPECT_GE(run.failedCheckpoints, 1);
   const auto refs = referencedFiles(run.jobDir);
   ASSERT_GE(refs.size(), 12u);
@@ -111,7 +124,7 @@ TEST(IncrementalCheckpointTest, CheckpointsReferTheSameStoredFilesInsteadOfCopyi
 
 TEST(IncrementalCheckpointTest, UnreferencedFilesAreDeletedAndOnlyThose) {
   TempDir dir("incremental-retain");
-  IncrementalRun run = runIncremental(dir, 2, 2, 25, kUnboundedCount);
+  IncrementalRun run = runIncremental(dir, 2, 2, 25, kCount);
   const auto refs = referencedFiles(run.jobDir);
   ASSERT_EQ(refs.size(), 2u);
   std::set<std::string> referenced;
@@ -173,7 +186,7 @@ INSTANTIATE_TEST_SUITE_P(Parallelisms, IncrementalRestoreTest,
 
 TEST(IncrementalCheckpointTest, TheHashmapBackendCannotRestoreNativeStateAndSaysSo) {
   TempDir dir("incremental-hashmap");
-  IncrementalRun first = runIncremental(dir, 1, 1, 5, kUnboundedCount);
+  IncrementalRun first = runIncremental(dir, 1, 1, 5, kCount);
   const auto refs = referencedFiles(first.jobDir);
   ASSERT_EQ(refs.size(), 1u);
   Configuration config;

@@ -1,22 +1,26 @@
-// Seeded fault injection: jobs with exactly-once FileSink output and
-// checkpoints every few hundred records fail several times at seeded
-// places (a record, the synchronous snapshot, the completion notice) and
-// must still produce exactly the failure-free output. AT_LEAST_ONCE under
-// the same faults must lose nothing.
+// Seeded fault injection: jobs with exactly-once FileSink output fail
+// several times at seeded places (a record, the synchronous snapshot, the
+// completion notice) and must still produce exactly the failure-free output.
+// AT_LEAST_ONCE under the same faults must lose nothing.
 //
 // Every seed picks the job (keyed running sum or windowed WordCount), the
 // backend (hashmap, rocksdb with full or incremental checkpoints), the
-// parallelism (1, 4) and 2-3 faults. The
-// expected output is computed here, without the engine.
+// parallelism (1, 4) and 2-3 faults. The expected output is computed here,
+// without the engine. The test, not a clock, decides where checkpoints fall:
+// a gated source lets 1/kSteps of every split through at a time and the test
+// takes one checkpoint per step, so a run does not depend on how fast the
+// machine is.
 //
-// SLUICE_FAULT_SEEDS=<n> runs n seeds per job and mode instead of the default.
+// Each seed is its own test (and ctest entry), so `ctest -j` spreads them.
+// SLUICE_FAULT_SEEDS=<n> runs n exactly-once seeds per job (n/4
+// at-least-once) instead of the default 24; `make test-long` runs 200.
 #include <cstdlib>
 #include <set>
 #include <sstream>
 
 #include <fmt/format.h>
 
-#include "unit/checkpoint/checkpoint_util.h"
+#include "harness/checkpoint_jobs.h"
 
 namespace sluice::checkpointing {
 namespace {
@@ -25,8 +29,11 @@ using std::chrono::milliseconds;
 
 int seedCount() {
   if (const char* env = std::getenv("SLUICE_FAULT_SEEDS")) return std::max(1, std::atoi(env));
-  return 52;
+  return 24;
 }
+
+// Checkpoints per run: the gate opens in this many steps.
+constexpr int kSteps = 12;
 
 // ---- the jobs ----------------------------------------------------------------
 
@@ -70,18 +77,13 @@ class CountPerWindow final
 
 // Builds the job; its output goes to FileSink under `out`.
 void build(StreamExecutionEnvironment& env, const JobSpec& spec, const std::string& out,
-           const std::shared_ptr<FaultPlan>& plan) {
+           const std::shared_ptr<FaultPlan>& plan, const std::shared_ptr<SourceGate>& gate) {
   auto sink = FileSink<std::string>::forRowFormat(out, SimpleStringEncoder<std::string>())
                   .withBucketAssigner(BasePathBucketAssigner<std::string>())
                   .build();
-  // About 300 records per checkpoint interval.
-  const double rate = 15000;
   if (!spec.wordCount) {
-    env.fromGenerator(
-           [](int64_t i) {
-             return Row{i % kKeys, 1, i};
-           },
-           kSumRecords, rate)
+    auto row = [](int64_t i) { return Row{i % kKeys, 1, i}; };
+    env.fromSource(GatedGeneratorSource(gate, row, kSumRecords), "Generator Source")
         .uid("source")
         .map(FailingMap<Row>(plan, 0))
         .uid("fail-0")
@@ -101,11 +103,8 @@ void build(StreamExecutionEnvironment& env, const JobSpec& spec, const std::stri
         .uid("sink");
     return;
   }
-  env.fromGenerator(
-         [](int64_t i) {
-           return Count{wordOf(i), i};
-         },
-         kWordRecords, rate)
+  auto word = [](int64_t i) { return Count{wordOf(i), i}; };
+  env.fromSource(GatedGeneratorSource(gate, word, kWordRecords), "Generator Source")
       .uid("source")
       .assignTimestampsAndWatermarks(
           WatermarkStrategy<Count>::forMonotonousTimestamps().withTimestampAssigner(
@@ -212,18 +211,29 @@ struct RunResult {
 RunResult run(const JobSpec& spec, uint32_t seed, const TempDir& dir) {
   std::mt19937 rng(seed);
   auto plan = std::make_shared<FaultPlan>(planFaults(rng, spec));
+  auto gate = std::make_shared<SourceGate>();
   Configuration config;
   config.setString("state.backend.incremental", spec.incremental ? "true" : "false");
   StreamExecutionEnvironment env(config);
   env.setParallelism(spec.parallelism).setStateBackend(spec.backend);
-  env.enableCheckpointing(milliseconds(20), spec.exactlyOnce ? CheckpointingMode::kExactlyOnce
-                                                             : CheckpointingMode::kAtLeastOnce);
+  // The test triggers every checkpoint.
+  env.enableCheckpointing(std::chrono::hours(1), spec.exactlyOnce
+                                                     ? CheckpointingMode::kExactlyOnce
+                                                     : CheckpointingMode::kAtLeastOnce);
   env.getCheckpointConfig().setCheckpointStorage(dir.str() + "/checkpoints");
   env.setRestartStrategy(RestartStrategies::fixedDelayRestart(10, milliseconds(0)));
   env.setAutoWatermarkInterval(milliseconds(5));
   const std::string out = dir.str() + "/out";
-  build(env, spec, out, plan);
+  build(env, spec, out, plan, gate);
   JobClient client = env.executeAsync(describe(spec, seed));
+  const int64_t records = spec.wordCount ? kWordRecords : kSumRecords;
+  const int64_t perSplit = records / spec.parallelism;
+  for (int step = 1; step < kSteps; ++step) {
+    const int64_t through = perSplit * step / kSteps;
+    checkpointAtGate(client, *gate, through,
+                     recordsThroughGate(records, spec.parallelism, through));
+  }
+  gate->openFully();
   client.getJobExecutionResult();
   RunResult r;
   r.lines = readFinishedLines(out);
@@ -242,93 +252,101 @@ JobSpec specFor(bool wordCount, uint32_t seed, bool exactlyOnce) {
   return s;
 }
 
-class FaultInjectionTest : public ::testing::TestWithParam<bool> {};
+// (job, seed): job false = running sum, true = windowed WordCount.
+using SeedCase = std::tuple<bool, uint32_t>;
+
+std::string caseName(const ::testing::TestParamInfo<SeedCase>& info) {
+  return std::string(std::get<0>(info.param) ? "WindowedWordCount" : "RunningSum") + "_seed" +
+         std::to_string(std::get<1>(info.param));
+}
+
+class FaultInjectionTest : public ::testing::TestWithParam<SeedCase> {};
 
 TEST_P(FaultInjectionTest, ExactlyOnceOutputEqualsTheFailureFreeRun) {
-  const bool wordCount = GetParam();
-  size_t fired = 0;
-  for (uint32_t seed = 1; seed <= static_cast<uint32_t>(seedCount()); ++seed) {
-    const JobSpec spec = specFor(wordCount, seed, true);
-    SCOPED_TRACE(describe(spec, seed));
-    TempDir dir("faults");
-    RunResult r = run(spec, seed, dir);
-    std::vector<std::string> got = r.lines;
-    if (!wordCount) {
-      std::string error;
-      got = normalizeSums(r.lines, error);
-      ASSERT_TRUE(error.empty()) << error;
-    }
-    std::sort(got.begin(), got.end());
-    std::vector<std::string> want = expectedOutput(spec);
-    std::sort(want.begin(), want.end());
-    ASSERT_EQ(got.size(), want.size()) << "lost or duplicated output";
-    ASSERT_EQ(got, want);
-    EXPECT_EQ(static_cast<int64_t>(r.faultsFired), r.restarts);
-    fired += r.faultsFired;
+  const auto [wordCount, seed] = GetParam();
+  const JobSpec spec = specFor(wordCount, seed, true);
+  SCOPED_TRACE(describe(spec, seed));
+  TempDir dir("faults");
+  RunResult r = run(spec, seed, dir);
+  std::vector<std::string> got = r.lines;
+  if (!wordCount) {
+    std::string error;
+    got = normalizeSums(r.lines, error);
+    ASSERT_TRUE(error.empty()) << error;
   }
-  // The faults must really have struck: most plans fire at least one.
-  EXPECT_GE(fired, static_cast<size_t>(seedCount()));
+  std::sort(got.begin(), got.end());
+  std::vector<std::string> want = expectedOutput(spec);
+  std::sort(want.begin(), want.end());
+  ASSERT_EQ(got.size(), want.size()) << "lost or duplicated output";
+  ASSERT_EQ(got, want);
+  EXPECT_EQ(static_cast<int64_t>(r.faultsFired), r.restarts);
+  // The first fault of every plan strikes within the first attempt (a
+  // record in its first third, or one of its first three checkpoints).
+  EXPECT_GE(r.faultsFired, 1u);
 }
+
+INSTANTIATE_TEST_SUITE_P(Jobs, FaultInjectionTest,
+                         ::testing::Combine(::testing::Bool(),
+                                            ::testing::Range(1u, static_cast<uint32_t>(seedCount() +
+                                                                                       1))),
+                         caseName);
 
 // At-least-once: records after a barrier can be in the snapshot and are
 // processed again after a restore, so state may count them twice (running
 // counts go past a key's total, a window's count can be too high). Nothing
 // may be missing: every running count 1..n_k of every key, and for every
 // (word, window) a count at least the true one.
-TEST_P(FaultInjectionTest, AtLeastOnceLosesNothing) {
-  const bool wordCount = GetParam();
-  int64_t duplicates = 0;
-  size_t fired = 0;
-  const int seeds = std::max(1, seedCount() / 4);
-  for (uint32_t seed = 1; seed <= static_cast<uint32_t>(seeds); ++seed) {
-    const JobSpec spec = specFor(wordCount, seed, false);
-    SCOPED_TRACE(describe(spec, seed));
-    TempDir dir("alo");
-    RunResult r = run(spec, seed, dir);
-    // "<group>,<count>[,...]" -> the counts seen per group.
-    std::map<std::string, std::vector<int64_t>> seen;
-    for (const std::string& line : r.lines) {
-      const size_t split = wordCount ? line.rfind(',') : line.find(',', line.find(',') + 1);
-      const std::string countText =
-          wordCount ? line.substr(split + 1)
-                    : line.substr(line.find(',') + 1, split - line.find(',') - 1);
-      const std::string group = wordCount ? line.substr(0, split) : line.substr(0, line.find(','));
-      seen[group].push_back(std::stoll(countText));
-    }
-    for (const std::string& line : expectedOutput(spec)) {
-      const size_t split = line.rfind(',');
-      const std::string group = line.substr(0, split);
-      const int64_t count = std::stoll(line.substr(split + 1));
-      const auto& counts = seen[group];
-      if (wordCount) {
-        ASSERT_FALSE(counts.empty()) << "lost window " << group;
-        ASSERT_GE(*std::max_element(counts.begin(), counts.end()), count) << "lost in " << group;
-        duplicates += *std::max_element(counts.begin(), counts.end()) - count +
-                      static_cast<int64_t>(counts.size()) - 1;
-      } else {
-        ASSERT_NE(std::find(counts.begin(), counts.end(), count), counts.end())
-            << "lost: key " << group << " count " << count;
-      }
-    }
-    if (!wordCount) {
-      std::map<std::string, int64_t> totals;  // expected lines per key
-      for (const std::string& line : expectedOutput(spec)) ++totals[line.substr(0, line.find(','))];
-      for (const auto& [group, counts] : seen) {
-        duplicates += static_cast<int64_t>(counts.size()) - totals[group];
-      }
-    }
-    fired += r.faultsFired;
+class AtLeastOnceFaultTest : public ::testing::TestWithParam<SeedCase> {};
+
+TEST_P(AtLeastOnceFaultTest, LosesNothing) {
+  const auto [wordCount, seed] = GetParam();
+  const JobSpec spec = specFor(wordCount, seed, false);
+  SCOPED_TRACE(describe(spec, seed));
+  TempDir dir("alo");
+  RunResult r = run(spec, seed, dir);
+  // "<group>,<count>[,...]" -> the counts seen per group.
+  std::map<std::string, std::vector<int64_t>> seen;
+  for (const std::string& line : r.lines) {
+    const size_t split = wordCount ? line.rfind(',') : line.find(',', line.find(',') + 1);
+    const std::string countText = wordCount
+                                      ? line.substr(split + 1)
+                                      : line.substr(line.find(',') + 1, split - line.find(',') - 1);
+    const std::string group = wordCount ? line.substr(0, split) : line.substr(0, line.find(','));
+    seen[group].push_back(std::stoll(countText));
   }
-  EXPECT_GE(fired, static_cast<size_t>(seeds));
+  int64_t duplicates = 0;
+  for (const std::string& line : expectedOutput(spec)) {
+    const size_t split = line.rfind(',');
+    const std::string group = line.substr(0, split);
+    const int64_t count = std::stoll(line.substr(split + 1));
+    const auto& counts = seen[group];
+    if (wordCount) {
+      ASSERT_FALSE(counts.empty()) << "lost window " << group;
+      ASSERT_GE(*std::max_element(counts.begin(), counts.end()), count) << "lost in " << group;
+      duplicates += *std::max_element(counts.begin(), counts.end()) - count +
+                    static_cast<int64_t>(counts.size()) - 1;
+    } else {
+      ASSERT_NE(std::find(counts.begin(), counts.end(), count), counts.end())
+          << "lost: key " << group << " count " << count;
+    }
+  }
+  if (!wordCount) {
+    std::map<std::string, int64_t> totals;  // expected lines per key
+    for (const std::string& line : expectedOutput(spec)) ++totals[line.substr(0, line.find(','))];
+    for (const auto& [group, counts] : seen) {
+      duplicates += static_cast<int64_t>(counts.size()) - totals[group];
+    }
+  }
+  EXPECT_GE(r.faultsFired, 1u);
   RecordProperty("duplicates", std::to_string(duplicates));
-  std::printf("at-least-once: %lld duplicate record effect(s) over %d seeds\n",
-              static_cast<long long>(duplicates), seeds);
 }
 
-INSTANTIATE_TEST_SUITE_P(Jobs, FaultInjectionTest, ::testing::Values(false, true),
-                         [](const auto& info) {
-                           return std::string(info.param ? "WindowedWordCount" : "RunningSum");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Jobs, AtLeastOnceFaultTest,
+    ::testing::Combine(::testing::Bool(),
+                       ::testing::Range(1u,
+                                        static_cast<uint32_t>(std::max(1, seedCount() / 4) + 1))),
+    caseName);
 
 }  // namespace
 }  // namespace sluice::checkpointing
