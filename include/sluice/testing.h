@@ -112,6 +112,7 @@ class HarnessOperatorContext final : public OperatorContext {
     auto it = counters_.find(name);
     return it == counters_.end() ? 0 : it->second;
   }
+  const std::map<std::string, int64_t>& counters() const { return counters_; }
 
   Configuration& config() { return config_; }
   ManualClock& manualClock() { return clock_; }

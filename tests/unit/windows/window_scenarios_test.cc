@@ -79,12 +79,12 @@
 #include <sluice/sluice.h>
 #include <sluice/testing.h>
 
+#include "harness/operator_runner.h"
+
 namespace sluice {
 namespace {
 
-using testing::CapturedSnapshot;
 using testing::CollectingOutput;
-using testing::OperatorHarness;
 using Ev = std::pair<std::string, int64_t>;
 // key, value, window
 using MetaOut = std::tuple<std::string, int64_t, std::string>;
@@ -404,152 +404,49 @@ void observe(const StreamRecord<MetaOut>& r, int step, std::vector<std::string>&
   out.push_back(render(step, false, key, value, window, r.timestamp));
 }
 
-enum class Mode { kStraight, kRestore, kRescale, kRocksDb };
+using Mode = test::RunConfig;
 
 struct Result {
   std::vector<std::string> lines;
   int64_t dropped = 0;
 };
 
-// The operator's subtasks, restored from one another's snapshots as the mode
-// says, behind one WatermarkValve.
-template <class OUT>
-class Runner {
- public:
-  Runner(std::shared_ptr<const OperatorFactory> factory, const Scenario& s, Mode mode,
-         std::string lateTag)
-      : factory_(std::move(factory)),
-        s_(s),
-        mode_(mode),
-        lateTag_(std::move(lateTag)),
-        valve_(s.config.channels) {}
-
-  Result run() {
-    clock_ = s_.config.clock;
-    start(1, nullptr);
-    for (size_t i = 0; i < s_.steps.size(); ++i) {
-      const Step& st = s_.steps[i];
-      step_ = static_cast<int>(i + 1);
-      switch (st.kind) {
-        case Step::kElement: {
-          auto& h = *subtasks_[subtaskFor(st.key)];
-          h.template processElement<Ev>(0, Ev{st.key, st.value}, st.ts);
-          break;
-        }
-        case Step::kWatermark: apply(valve_.onWatermark(st.channel, *st.ts)); break;
-        case Step::kIdle: apply(valve_.onStatus(st.channel, WatermarkStatus::kIdle)); break;
-        case Step::kActive: apply(valve_.onStatus(st.channel, WatermarkStatus::kActive)); break;
-        case Step::kTime:
-          clock_ = *st.ts;
-          for (auto& h : subtasks_) h->context().setProcessingTime(clock_);
-          break;
-        case Step::kEnd:
-          for (int c = 0; c < s_.config.channels; ++c) {
-            apply(valve_.onStatus(c, WatermarkStatus::kActive));
-            apply(valve_.onWatermark(c, kMaxTimestamp));
-          }
-          break;
-      }
-      drain();
-      if (mode_ == Mode::kRestore) restart(1);
-      if (mode_ == Mode::kRescale) restart(subtasks_.size() == 1 ? 2 : 1);
-    }
-    for (auto& h : subtasks_) {
-      result_.dropped += h->context().counter("numLateRecordsDropped");
-      h->close();
-    }
-    return result_;
-  }
-
- private:
-  void start(int parallelism, const std::vector<OperatorStateRestore>* restores) {
-    subtasks_.clear();
-    for (int i = 0; i < parallelism; ++i) {
-      auto h = std::make_unique<OperatorHarness<OUT>>(factory_->createOperator(), i, parallelism,
-                                                      kMaxParallelism);
-      h->context().manualClock().setCurrentTime(clock_);
-      if (mode_ == Mode::kRocksDb) {
-        h->context().config().set(options::kStateBackendType, std::string("rocksdb"));
-      }
-      h->context().addSideOutput(lateTag_, &late_);
-      h->open(restores ? &(*restores)[i] : nullptr);
-      // The watermark is not part of a snapshot: upstream sends it again.
-      if (lastWatermark_) h->processWatermark(0, *lastWatermark_);
-      subtasks_.push_back(std::move(h));
-    }
-  }
-
-  void restart(int parallelism) {
-    std::vector<CapturedSnapshot> snaps;
-    std::vector<std::string> timers;
-    for (auto& h : subtasks_) {
-      OperatorStateSnapshot raw = h->snapshotState(step_);
-      CapturedSnapshot c;
-      c.operatorState = raw.operatorState;
-      if (raw.keyedState) {
-        std::ostringstream os;
-        raw.keyedState->writeTo(os);
-        c.keyedState = std::make_shared<const std::string>(os.str());
-      }
-      snaps.push_back(std::move(c));
-      timers.push_back(raw.timers);
-      result_.dropped += h->context().counter("numLateRecordsDropped");
-      h->close();
-    }
-    std::vector<OperatorStateRestore> restores = testing::redistribute(snaps, parallelism);
-    for (auto& r : restores) r.timers = timers;
-    start(parallelism, &restores);
-  }
-
-  size_t subtaskFor(const std::string& key) const {
-    if (subtasks_.size() == 1) return 0;
-    // windowAll keys every element by the same uint8_t 0.
-    int32_t kg = s_.config.all ? assignToKeyGroup(uint8_t{0}, kMaxParallelism)
-                               : assignToKeyGroup(key, kMaxParallelism);
-    for (size_t i = 0; i < subtasks_.size(); ++i) {
-      KeyGroupRange r = computeKeyGroupRangeForOperatorIndex(
-          kMaxParallelism, static_cast<int32_t>(subtasks_.size()), static_cast<int32_t>(i));
-      if (r.contains(kg)) return i;
-    }
-    throw std::logic_error("no subtask owns key group " + std::to_string(kg));
-  }
-
-  void apply(const WatermarkValve::Emit& e) {
-    if (e.watermark) {
-      lastWatermark_ = e.watermarkValue;
-      for (auto& h : subtasks_) h->processWatermark(0, e.watermarkValue);
-    }
-    if (e.status) {
-      for (auto& h : subtasks_) h->op().processWatermarkStatus(0, e.statusValue);
-    }
-  }
-
-  void drain() {
-    for (auto& h : subtasks_) {
-      for (const auto& r : h->output().records) observe(r, step_, result_.lines);
-      h->output().records.clear();
-    }
-    for (const auto& r : late_.records) {
-      result_.lines.push_back(render(step_, true, r.value.first, r.value.second, "-", r.timestamp));
-    }
-    late_.records.clear();
-  }
-
-  static constexpr int kMaxParallelism = 128;
-  std::shared_ptr<const OperatorFactory> factory_;
-  const Scenario& s_;
-  Mode mode_;
-  std::string lateTag_;
-  WatermarkValve valve_;
-  std::vector<std::unique_ptr<OperatorHarness<OUT>>> subtasks_;
-  CollectingOutput<Ev> late_;
-  std::optional<int64_t> lastWatermark_;
-  int64_t clock_ = 0;
-  int step_ = 0;
-  Result result_;
-};
-
 const OutputTag<Ev> kLateTag("late-data");
+
+// Plays the scenario's steps through the operator under `mode`
+// (tests/harness/operator_runner.h), recording what it emitted per step.
+template <class OUT>
+Result play(std::shared_ptr<const OperatorFactory> factory, const Scenario& s, Mode mode) {
+  test::OperatorRunner<OUT> runner(
+      std::move(factory), mode, {.channelsPerInput = s.config.channels, .clock = s.config.clock});
+  CollectingOutput<Ev>& late = runner.sideOutput(kLateTag);
+  runner.open();
+  Result result;
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    const Step& st = s.steps[i];
+    const int step = static_cast<int>(i + 1);
+    switch (st.kind) {
+      case Step::kElement:
+        // windowAll keys every element by the same uint8_t 0.
+        runner.element(0, Ev{st.key, st.value}, st.ts,
+                       s.config.all ? runner.keyGroupOf(uint8_t{0}) : runner.keyGroupOf(st.key));
+        break;
+      case Step::kWatermark: runner.watermark(0, *st.ts, st.channel); break;
+      case Step::kIdle: runner.idle(0, st.channel); break;
+      case Step::kActive: runner.active(0, st.channel); break;
+      case Step::kTime: runner.processingTime(*st.ts); break;
+      case Step::kEnd: runner.endOfInput(); break;
+    }
+    for (const auto& r : runner.endStep()) observe(r, step, result.lines);
+    for (const auto& r : late.records) {
+      result.lines.push_back(render(step, true, r.value.first, r.value.second, "-", r.timestamp));
+    }
+    late.records.clear();
+  }
+  result.dropped = runner.counter("numLateRecordsDropped");
+  runner.close();
+  return result;
+}
 
 int64_t arg(const std::vector<std::string>& v, size_t i, int64_t dflt = 0) {
   return v.size() > i ? parseTime(v[i]) : dflt;
@@ -609,7 +506,7 @@ template <class OUT>
 Result runOp(StreamExecutionEnvironment& env, const SingleOutputStreamOperator<OUT>& op,
              const Scenario& s, Mode mode) {
   auto factory = env.getStreamGraph().node(op.getId()).factory;
-  return Runner<OUT>(factory, s, mode, kLateTag.getId()).run();
+  return play<OUT>(std::move(factory), s, mode);
 }
 
 // Applies the scenario's window function to a WindowedStream / AllWindowedStream.
@@ -726,26 +623,17 @@ std::string join(const std::vector<std::string>& lines) {
   return s.empty() ? "  (nothing)\n" : s;
 }
 
-const char* modeName(Mode m) {
-  switch (m) {
-    case Mode::kStraight: return "straight";
-    case Mode::kRestore: return "restore after every step";
-    case Mode::kRescale: return "rescale 1<->2 after every step";
-    case Mode::kRocksDb: return "rocksdb";
-  }
-  return "?";
-}
-
 class WindowScenarioTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(WindowScenarioTest, MatchesExpectedOutput) {
   Scenario s = parseScenario(scenarioDir() / GetParam());
   const std::vector<std::string> expected = perStep(s.expected);
-  for (Mode mode : {Mode::kStraight, Mode::kRestore, Mode::kRescale, Mode::kRocksDb}) {
-    SCOPED_TRACE(modeName(mode));
+  for (Mode mode : test::kAllRunConfigs) {
+    SCOPED_TRACE(test::runConfigName(mode));
     Result r = runScenario(s, mode);
     std::vector<std::string> actual = perStep(r.lines);
-    EXPECT_EQ(actual, expected) << GetParam() << " (" << modeName(mode) << ")\nexpected:\n"
+    EXPECT_EQ(actual, expected) << GetParam() << " (" << test::runConfigName(mode)
+                                << ")\nexpected:\n"
                                 << join(expected) << "actual:\n"
                                 << join(actual);
     EXPECT_EQ(r.dropped, s.dropped) << "numLateRecordsDropped";
