@@ -485,30 +485,6 @@ struct IsMapStateDescriptor : std::false_type {};
 template <class K, class V>
 struct IsMapStateDescriptor<MapStateDescriptor<K, V>> : std::true_type {};
 
-// Adds a two-input node: `first` into input 0, `second` into input 1, each
-// with its own partitioning.
-template <class OUT, class IN1, class IN2, class Make>
-SingleOutputStreamOperator<OUT> addBroadcastOperator(const DataStream<IN1>& first,
-                                                     const DataStream<IN2>& second,
-                                                     std::string name, Make make) {
-  auto env = first.environmentState();
-  if (second.environmentState() != env) {
-    throw SluiceException("connect: the streams belong to different execution environments");
-  }
-  int node = env->graph.addNode(std::move(name), makeOperatorFactory<OUT>(std::move(make)));
-  auto connectInput = [&](const auto& stream, int inputIndex) {
-    using X = typename std::decay_t<decltype(stream)>::ValueType;
-    for (const auto& in : stream.inputs()) {
-      auto network = in.network ? in.network : std::make_shared<PlainNetworkFactory<X>>();
-      env->graph.addEdge(in.node, node, inputIndex, in.sideTag, in.partition,
-                         TypedOps<X>::instance(), std::move(network));
-    }
-  };
-  connectInput(first, 0);
-  connectInput(second, 1);
-  return SingleOutputStreamOperator<OUT>(env, node);
-}
-
 }  // namespace internal
 
 // ---------------------------------------------------------------------------
@@ -545,9 +521,8 @@ class BroadcastConnectedStream {
  public:
   BroadcastConnectedStream(DataStream<IN1> first, BroadcastStream<IN2> broadcast)
       : first_(std::move(first)), broadcast_(std::move(broadcast)) {
-    if (first_.environmentState() != broadcast_.getBroadcastedStream().environmentState()) {
-      throw SluiceException("connect: the streams belong to different execution environments");
-    }
+    internal::requireSameEnvironment("connect", first_.environmentState().get(),
+                                     broadcast_.getBroadcastedStream().environmentState().get());
   }
 
   // A BroadcastProcessFunction<IN1, IN2, OUT> subclass object.
@@ -558,8 +533,8 @@ class BroadcastConnectedStream {
                                     BroadcastProcessFunction<IN1, IN2, typename F::OutputType>>) {
       using OUT = typename F::OutputType;
       auto decls = broadcast_.declarations();
-      return internal::addBroadcastOperator<OUT>(
-          first_, broadcast_.getBroadcastedStream(), "Co-Process-Broadcast", [f, decls] {
+      return internal::addTwoInputOperator<OUT>(
+          "connect", first_, broadcast_.getBroadcastedStream(), "Co-Process-Broadcast", [f, decls] {
             return internal::makeOwned<internal::CoBroadcastWithNonKeyedOperator<IN1, IN2, OUT, F>>(
                 f, decls);
           });
@@ -589,9 +564,8 @@ class KeyedBroadcastConnectedStream {
   KeyedBroadcastConnectedStream(KeyedStream<IN1, KS, KeySelector> first,
                                 BroadcastStream<IN2> broadcast)
       : first_(std::move(first)), broadcast_(std::move(broadcast)) {
-    if (first_.environmentState() != broadcast_.getBroadcastedStream().environmentState()) {
-      throw SluiceException("connect: the streams belong to different execution environments");
-    }
+    internal::requireSameEnvironment("connect", first_.environmentState().get(),
+                                     broadcast_.getBroadcastedStream().environmentState().get());
   }
 
   // A KeyedBroadcastProcessFunction<KS, IN1, IN2, OUT> subclass object.
@@ -603,8 +577,9 @@ class KeyedBroadcastConnectedStream {
       using OUT = typename F::OutputType;
       auto decls = broadcast_.declarations();
       auto key = first_.getKeySelector();
-      return internal::addBroadcastOperator<OUT>(
-          first_, broadcast_.getBroadcastedStream(), "Co-Process-Broadcast-Keyed", [f, key, decls] {
+      return internal::addTwoInputOperator<OUT>(
+          "connect", first_, broadcast_.getBroadcastedStream(), "Co-Process-Broadcast-Keyed",
+          [f, key, decls] {
             return internal::makeOwned<
                 internal::CoBroadcastWithKeyedOperator<KS, IN1, IN2, OUT, F, KeySelector>>(f, key,
                                                                                            decls);

@@ -60,6 +60,16 @@ struct Upstream {
 template <class F>
 inline constexpr bool kAlwaysFalse = false;
 
+// Two-input operations (`what`: "connect", "join", "union", ...) take streams
+// of one environment only.
+inline void requireSameEnvironment(const char* what, const EnvironmentState* a,
+                                   const EnvironmentState* b) {
+  if (a != b) {
+    throw SluiceException(std::string(what) +
+                          ": the streams belong to different execution environments");
+  }
+}
+
 // Sets a node's uid; uids are unique within a job.
 inline void setUid(StreamGraph& graph, int node, const std::string& id) {
   if (id.empty()) throw SluiceException("uid must not be empty");
@@ -153,6 +163,8 @@ concept FlatMapFunctionObject = requires {
 &&std::derived_from<F, FlatMapFunction<T, typename F::OutputType>>;
 
 template <class T>
+class DataStream;
+template <class T>
 class SingleOutputStreamOperator;
 template <class T>
 class DataStreamSink;
@@ -168,6 +180,19 @@ template <class IN1, class KS, class KeySelector, class IN2>
 class KeyedBroadcastConnectedStream;
 template <class T1, class T2, class K, class KS1, class KS2>
 class KeyedConnectedStreams;
+
+namespace internal {
+// Wires every upstream of `stream` into input `inputIndex` of `node`.
+template <class X>
+void connectInput(const DataStream<X>& stream, int node, int inputIndex);
+// Adds a node with two inputs, `first` into input 0 and `second` into input
+// 1, each keeping the partitioning its stream has. `what` names the
+// operation in the error when the streams belong to different environments.
+template <class OUT, class IN1, class IN2, class Make>
+SingleOutputStreamOperator<OUT> addTwoInputOperator(const char* what, const DataStream<IN1>& first,
+                                                    const DataStream<IN2>& second, std::string name,
+                                                    Make make);
+}  // namespace internal
 
 template <class T>
 class DataStream {
@@ -425,13 +450,7 @@ class DataStream {
   }
 
   void connectInputs(int node, int inputIndex) const {
-    for (const auto& in : inputs_) {
-      auto network = in.network ? in.network
-                                : std::shared_ptr<const NetworkOutputFactory>(
-                                      internal::makeOwned<internal::PlainNetworkFactory<T>>());
-      env_->graph.addEdge(in.node, node, inputIndex, in.sideTag, in.partition,
-                          internal::TypedOps<T>::instance(), std::move(network));
-    }
+    internal::connectInput(*this, node, inputIndex);
   }
 
   DataStream<T> partitioned(PartitionKind kind) const { return withPartition(kind, nullptr); }
@@ -449,9 +468,7 @@ class DataStream {
   void checkAndAppend(std::vector<internal::Upstream>& all, const Other& other) const {
     static_assert(std::is_base_of_v<DataStream<T>, Other>,
                   "union: every stream must have the same element type T");
-    if (other.environmentState() != env_) {
-      throw SluiceException("union: the streams belong to different execution environments");
-    }
+    internal::requireSameEnvironment("union", other.environmentState().get(), env_.get());
     for (const auto& u : other.inputs()) all.push_back(u);
   }
 
@@ -529,6 +546,34 @@ class SingleOutputStreamOperator : public DataStream<T> {
   StreamNode& node() const { return this->env_->graph.node(node_); }
   int node_;
 };
+
+namespace internal {
+
+template <class X>
+void connectInput(const DataStream<X>& stream, int node, int inputIndex) {
+  for (const auto& in : stream.inputs()) {
+    auto network =
+        in.network
+            ? in.network
+            : std::shared_ptr<const NetworkOutputFactory>(makeOwned<PlainNetworkFactory<X>>());
+    stream.environmentState()->graph.addEdge(in.node, node, inputIndex, in.sideTag, in.partition,
+                                             TypedOps<X>::instance(), std::move(network));
+  }
+}
+
+template <class OUT, class IN1, class IN2, class Make>
+SingleOutputStreamOperator<OUT> addTwoInputOperator(const char* what, const DataStream<IN1>& first,
+                                                    const DataStream<IN2>& second, std::string name,
+                                                    Make make) {
+  const auto& env = first.environmentState();
+  requireSameEnvironment(what, env.get(), second.environmentState().get());
+  const int node = env->graph.addNode(std::move(name), makeOperatorFactory<OUT>(std::move(make)));
+  connectInput(first, node, 0);
+  connectInput(second, node, 1);
+  return SingleOutputStreamOperator<OUT>(env, node);
+}
+
+}  // namespace internal
 
 template <class T>
 class DataStreamSink {
@@ -758,9 +803,8 @@ class ConnectedStreams {
  public:
   ConnectedStreams(DataStream<T1> first, DataStream<T2> second)
       : first_(std::move(first)), second_(std::move(second)) {
-    if (first_.environmentState() != second_.environmentState()) {
-      throw SluiceException("connect: the streams belong to different execution environments");
-    }
+    internal::requireSameEnvironment("connect", first_.environmentState().get(),
+                                     second_.environmentState().get());
   }
 
   template <class F>
@@ -814,22 +858,8 @@ class ConnectedStreams {
 
   template <class OUT, class Make>
   SingleOutputStreamOperator<OUT> add(std::string name, Make make) const {
-    auto env = first_.environmentState();
-    int node =
-        env->graph.addNode(std::move(name), internal::makeOperatorFactory<OUT>(std::move(make)));
-    connect(first_, node, 0);
-    connect(second_, node, 1);
-    return SingleOutputStreamOperator<OUT>(env, node);
-  }
-  template <class X>
-  static void connect(const DataStream<X>& s, int node, int inputIndex) {
-    for (const auto& in : s.inputs()) {
-      auto network = in.network ? in.network
-                                : std::shared_ptr<const NetworkOutputFactory>(
-                                      internal::makeOwned<internal::PlainNetworkFactory<X>>());
-      s.environmentState()->graph.addEdge(in.node, node, inputIndex, in.sideTag, in.partition,
-                                          internal::TypedOps<X>::instance(), std::move(network));
-    }
+    return internal::addTwoInputOperator<OUT>("connect", first_, second_, std::move(name),
+                                              std::move(make));
   }
 
   DataStream<T1> first_;
@@ -913,9 +943,8 @@ auto KeyedStream<T, K, KeySelector>::connect(const KeyedStream<T2, K2, KS2>& oth
                 "connect: both keyed streams must have the same key type (keyBy selectors "
                 "returning the same type)");
   if constexpr (std::is_same_v<K, K2>) {
-    if (this->environmentState() != other.environmentState()) {
-      throw SluiceException("connect: the streams belong to different execution environments");
-    }
+    internal::requireSameEnvironment("connect", this->environmentState().get(),
+                                     other.environmentState().get());
     return KeyedConnectedStreams<T, T2, K, KeySelector, KS2>(*this, other);
   } else {
     return 0;

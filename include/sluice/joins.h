@@ -342,26 +342,6 @@ class CoGroupWindowFunction final : public WindowFunction<TaggedUnion<A, B>, OUT
   std::vector<B> second_;
 };
 
-// Adds a node with two inputs, each keeping the partitioning its stream has.
-template <class OUT, class IN1, class IN2, class Make>
-SingleOutputStreamOperator<OUT> addTwoInputOperator(const DataStream<IN1>& first,
-                                                    const DataStream<IN2>& second, std::string name,
-                                                    Make make) {
-  auto env = first.environmentState();
-  int node = env->graph.addNode(std::move(name), makeOperatorFactory<OUT>(std::move(make)));
-  auto connectInput = [&](const auto& stream, int inputIndex) {
-    using X = typename std::decay_t<decltype(stream)>::ValueType;
-    for (const auto& in : stream.inputs()) {
-      auto network = in.network ? in.network : std::make_shared<PlainNetworkFactory<X>>();
-      env->graph.addEdge(in.node, node, inputIndex, in.sideTag, in.partition,
-                         TypedOps<X>::instance(), std::move(network));
-    }
-  };
-  connectInput(first, 0);
-  connectInput(second, 1);
-  return SingleOutputStreamOperator<OUT>(env, node);
-}
-
 }  // namespace internal
 
 // ---------------------------------------------------------------------------
@@ -556,9 +536,8 @@ class JoinedStreams {
  public:
   JoinedStreams(DataStream<IN1> first, DataStream<IN2> second)
       : first_(std::move(first)), second_(std::move(second)) {
-    if (first_.environmentState() != second_.environmentState()) {
-      throw SluiceException("join: the streams belong to different execution environments");
-    }
+    internal::requireSameEnvironment("join", first_.environmentState().get(),
+                                     second_.environmentState().get());
   }
   // key: K(const IN1&) or a member pointer of IN1.
   template <class KS1>
@@ -581,9 +560,8 @@ class CoGroupedStreams {
  public:
   CoGroupedStreams(DataStream<IN1> first, DataStream<IN2> second)
       : first_(std::move(first)), second_(std::move(second)) {
-    if (first_.environmentState() != second_.environmentState()) {
-      throw SluiceException("coGroup: the streams belong to different execution environments");
-    }
+    internal::requireSameEnvironment("coGroup", first_.environmentState().get(),
+                                     second_.environmentState().get());
   }
   // key: K(const IN1&) or a member pointer of IN1.
   template <class KS1>
@@ -853,7 +831,7 @@ class IntervalJoined {
       KS1 leftKey = left_.getKeySelector();
       KS2 rightKey = right_.getKeySelector();
       return internal::addTwoInputOperator<OUT>(
-          left_, right_, "Interval Join", [f, leftKey, rightKey, spec] {
+          "intervalJoin", left_, right_, "Interval Join", [f, leftKey, rightKey, spec] {
             return internal::makeOwned<Op>(f, leftKey, rightKey, spec);
           });
     } else {
@@ -882,9 +860,8 @@ class IntervalJoin {
  public:
   IntervalJoin(KeyedStream<IN1, K, KS1> left, KeyedStream<IN2, K, KS2> right)
       : left_(std::move(left)), right_(std::move(right)) {
-    if (left_.environmentState() != right_.environmentState()) {
-      throw SluiceException("intervalJoin: the streams belong to different execution environments");
-    }
+    internal::requireSameEnvironment("intervalJoin", left_.environmentState().get(),
+                                     right_.environmentState().get());
   }
   // Durations (e.g. std::chrono::milliseconds(-5), seconds(2)), in whole
   // milliseconds; lower may be negative; lower <= upper.
