@@ -142,6 +142,16 @@ class QueueSplitEnumerator final : public SplitEnumerator<SplitT> {
   std::deque<SplitT> pending_;
 };
 
+// The indices 0..count-1 cut into one range per subtask of the parallelism
+// the enumerator sees when it starts (GeneratorSource and the like).
+inline std::unique_ptr<SplitEnumerator<NumberSequenceSplit>> indexRangeEnumerator(
+    SplitEnumeratorContext<NumberSequenceSplit>& context, int64_t count) {
+  return makeOwned<QueueSplitEnumerator<NumberSequenceSplit>>(context, [count](int parallelism) {
+    if (count == 0) return std::vector<NumberSequenceSplit>{};
+    return splitNumberRange(0, count - 1, parallelism);
+  });
+}
+
 // The split bookkeeping every built-in bounded reader shares: a queue of
 // assigned splits, one split request in flight at a time, end of input once
 // the enumerator has no more splits and the queue is empty.
@@ -381,12 +391,7 @@ class GeneratorSource final : public Source<T, NumberSequenceSplit> {
 
   std::unique_ptr<SplitEnumerator<NumberSequenceSplit>> createEnumerator(
       SplitEnumeratorContext<NumberSequenceSplit>& context) const override {
-    const int64_t count = count_;
-    return internal::makeOwned<internal::QueueSplitEnumerator<NumberSequenceSplit>>(
-        context, [count](int parallelism) {
-          if (count == 0) return std::vector<NumberSequenceSplit>{};
-          return internal::splitNumberRange(0, count - 1, parallelism);
-        });
+    return internal::indexRangeEnumerator(context, count_);
   }
 
   std::unique_ptr<SourceReader<T, NumberSequenceSplit>> createReader(

@@ -70,12 +70,7 @@ class GatedGeneratorSource final : public Source<T, NumberSequenceSplit> {
 
   std::unique_ptr<SplitEnumerator<NumberSequenceSplit>> createEnumerator(
       SplitEnumeratorContext<NumberSequenceSplit>& context) const override {
-    const int64_t count = count_;
-    return internal::makeOwned<internal::QueueSplitEnumerator<NumberSequenceSplit>>(
-        context, [count](int parallelism) {
-          if (count == 0) return std::vector<NumberSequenceSplit>{};
-          return internal::splitNumberRange(0, count - 1, parallelism);
-        });
+    return internal::indexRangeEnumerator(context, count_);
   }
   std::unique_ptr<SourceReader<T, NumberSequenceSplit>> createReader(
       SourceReaderContext& context) const override {

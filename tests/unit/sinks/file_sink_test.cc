@@ -40,6 +40,7 @@
 #include <sluice/internal/operators.h>
 #include <sluice/testing.h>
 
+#include "harness/operator_runner.h"
 #include "harness/temp_dir.h"
 
 namespace sluice {
@@ -904,6 +905,43 @@ TEST(FileSinkErrorTest, InvalidBuilderOptionsThrowWhenSet) {
   EXPECT_THROW(b.withBucketCheckInterval(std::chrono::milliseconds(0)), SluiceException);
   EXPECT_THROW(b.withRollingPolicy(std::shared_ptr<const RollingPolicy>()), SluiceException);
 }
+
+// --- every run configuration ------------------------------------------------------------
+
+class FileSinkRunConfigTest : public ::testing::TestWithParam<test::RunConfig> {};
+
+// Records spread over the subtasks by hash; after every step the runner's
+// configuration checkpoints (and restores, or rescales 1<->2). After the end
+// of input and the final checkpoint, the finished files hold every record
+// exactly once and nothing is left hidden.
+TEST_P(FileSinkRunConfigTest, EveryRecordIsCommittedExactlyOnce) {
+  TempDir dir;
+  const FileSink<std::string> sink = lineSink(dir.str());
+  test::OperatorRunner<std::string> r([&] { return sinkOperator(sink); }, GetParam(), {});
+  r.open();
+  std::multiset<std::string> written;
+  for (int step = 0; step < 8; ++step) {
+    for (const std::string& v : numbered("s" + std::to_string(step) + "-", 0, 6)) {
+      r.element(0, v, std::nullopt, r.keyGroupOf(v));
+      written.insert(v);
+    }
+    EXPECT_TRUE(r.endStep().empty());
+  }
+  r.finish();
+  r.completeCheckpoint();
+  r.close();
+  const Listing out = list(dir.str());
+  std::multiset<std::string> committed;
+  for (const Part& p : out.parts) {
+    std::istringstream in(p.content);
+    for (std::string line; std::getline(in, line);) committed.insert(line);
+  }
+  EXPECT_EQ(committed, written);
+  EXPECT_THAT(out.hidden, IsEmpty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, FileSinkRunConfigTest, ::testing::ValuesIn(test::kAllRunConfigs),
+                         test::runConfigParamName);
 
 }  // namespace
 }  // namespace sluice
