@@ -35,6 +35,7 @@
 #include <system_error>
 #include <thread>
 #include <tuple>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -196,42 +197,62 @@ Sample runMeasured(sluice::StreamExecutionEnvironment& env, const std::string& n
 // benchmark checks, so no stage of the pipeline can be optimised away. Each
 // writer folds locally (no shared writes per record) and publishes at close.
 
-// Count and wrapping sum of int64 records.
+// Every benchmark sink is a FoldingSink: each writer folds its records into
+// a Fold of its own (Fold::add, no shared writes per record) and merges it
+// into the shared Fold::Totals at close (Fold::publish).
+template <class T, class Fold>
+class FoldingSink final : public sluice::Sink<T> {
+ public:
+  using Totals = typename Fold::Totals;
+  explicit FoldingSink(std::shared_ptr<Totals> totals) : totals_(std::move(totals)) {}
+  std::unique_ptr<sluice::SinkWriter<T>> createWriter(sluice::WriterInitContext&) const override {
+    return std::make_unique<Writer>(totals_);
+  }
+
+ private:
+  class Writer final : public sluice::SinkWriter<T> {
+   public:
+    explicit Writer(std::shared_ptr<Totals> totals) : totals_(std::move(totals)) {}
+    void write(const T& value, const sluice::SinkWriterContext&) override { fold_.add(value); }
+    void close() override {
+      fold_.publish(*totals_);
+      fold_ = Fold{};
+    }
+
+   private:
+    std::shared_ptr<Totals> totals_;
+    Fold fold_;
+  };
+  std::shared_ptr<Totals> totals_;
+};
+
+// Count and wrapping sum of int64 records, or of the values of key/value
+// records.
 struct CountSum {
   std::atomic<int64_t> count{0};
   std::atomic<uint64_t> sum{0};
 };
 
-class CountingSink final : public sluice::Sink<int64_t> {
- public:
-  explicit CountingSink(std::shared_ptr<CountSum> totals) : totals_(std::move(totals)) {}
-  std::unique_ptr<sluice::SinkWriter<int64_t>> createWriter(
-      sluice::WriterInitContext&) const override {
-    return std::make_unique<Writer>(totals_);
+template <class T>
+struct CountSumFold {
+  using Totals = CountSum;
+  int64_t count = 0;
+  uint64_t sum = 0;
+  void add(const T& v) {
+    ++count;
+    if constexpr (std::is_same_v<T, KeyValue>) {
+      sum += static_cast<uint64_t>(v.second);
+    } else {
+      sum += static_cast<uint64_t>(v);
+    }
   }
-
- private:
-  class Writer final : public sluice::SinkWriter<int64_t> {
-   public:
-    explicit Writer(std::shared_ptr<CountSum> totals) : totals_(std::move(totals)) {}
-    void write(const int64_t& v, const sluice::SinkWriterContext&) override {
-      ++count_;
-      sum_ += static_cast<uint64_t>(v);
-    }
-    void close() override {
-      totals_->count += count_;
-      totals_->sum += sum_;
-      count_ = 0;
-      sum_ = 0;
-    }
-
-   private:
-    std::shared_ptr<CountSum> totals_;
-    int64_t count_ = 0;
-    uint64_t sum_ = 0;
-  };
-  std::shared_ptr<CountSum> totals_;
+  void publish(CountSum& t) const {
+    t.count += count;
+    t.sum += sum;
+  }
 };
+using CountingSink = FoldingSink<int64_t, CountSumFold<int64_t>>;
+using KeyValueChecksumSink = FoldingSink<KeyValue, CountSumFold<KeyValue>>;
 
 // keyed-sum: the largest running sum seen per key (= the key's final count,
 // since sums only grow), plus record count and the sum of all emitted values.
@@ -243,48 +264,31 @@ struct KeyedTotals {
   uint64_t valueSum = 0;
 };
 
-class KeyedMaxSink final : public sluice::Sink<KeyValue> {
- public:
-  explicit KeyedMaxSink(std::shared_ptr<KeyedTotals> totals) : totals_(std::move(totals)) {}
-  std::unique_ptr<sluice::SinkWriter<KeyValue>> createWriter(
-      sluice::WriterInitContext&) const override {
-    return std::make_unique<Writer>(totals_);
+struct KeyedMaxFold {
+  using Totals = KeyedTotals;
+  std::vector<int64_t> max = std::vector<int64_t>(kNumKeys, 0);
+  int64_t count = 0;
+  uint64_t valueSum = 0;
+  int64_t outOfRange = 0;
+  void add(const KeyValue& kv) {
+    ++count;
+    valueSum += static_cast<uint64_t>(kv.second);
+    if (kv.first < 0 || kv.first >= kNumKeys) {
+      ++outOfRange;
+      return;
+    }
+    int64_t& m = max[static_cast<size_t>(kv.first)];
+    if (kv.second > m) m = kv.second;
   }
-
- private:
-  class Writer final : public sluice::SinkWriter<KeyValue> {
-   public:
-    explicit Writer(std::shared_ptr<KeyedTotals> totals)
-        : totals_(std::move(totals)), max_(kNumKeys, 0) {}
-    void write(const KeyValue& kv, const sluice::SinkWriterContext&) override {
-      ++count_;
-      valueSum_ += static_cast<uint64_t>(kv.second);
-      if (kv.first < 0 || kv.first >= kNumKeys) {
-        ++outOfRange_;
-        return;
-      }
-      int64_t& m = max_[static_cast<size_t>(kv.first)];
-      if (kv.second > m) m = kv.second;
-    }
-    void close() override {
-      std::lock_guard lock(totals_->mu);
-      totals_->count += count_;
-      totals_->keysOutOfRange += outOfRange_;
-      totals_->valueSum += valueSum_;
-      for (size_t k = 0; k < max_.size(); ++k) {
-        totals_->maxPerKey[k] = std::max(totals_->maxPerKey[k], max_[k]);
-      }
-    }
-
-   private:
-    std::shared_ptr<KeyedTotals> totals_;
-    std::vector<int64_t> max_;
-    int64_t count_ = 0;
-    uint64_t valueSum_ = 0;
-    int64_t outOfRange_ = 0;
-  };
-  std::shared_ptr<KeyedTotals> totals_;
+  void publish(KeyedTotals& t) const {
+    std::lock_guard lock(t.mu);
+    t.count += count;
+    t.keysOutOfRange += outOfRange;
+    t.valueSum += valueSum;
+    for (size_t k = 0; k < max.size(); ++k) t.maxPerKey[k] = std::max(t.maxPerKey[k], max[k]);
+  }
 };
+using KeyedMaxSink = FoldingSink<KeyValue, KeyedMaxFold>;
 
 // wordcount, timed runs: record count and the sum of emitted running counts.
 // A word counted c times emits 1..c, so the sum is sum_w c_w (c_w + 1) / 2,
@@ -294,34 +298,20 @@ struct WordTotals {
   std::atomic<uint64_t> valueSum{0};
 };
 
-class WordChecksumSink final : public sluice::Sink<WordCount> {
- public:
-  explicit WordChecksumSink(std::shared_ptr<WordTotals> totals) : totals_(std::move(totals)) {}
-  std::unique_ptr<sluice::SinkWriter<WordCount>> createWriter(
-      sluice::WriterInitContext&) const override {
-    return std::make_unique<Writer>(totals_);
+struct WordChecksumFold {
+  using Totals = WordTotals;
+  int64_t count = 0;
+  uint64_t valueSum = 0;
+  void add(const WordCount& wc) {
+    ++count;
+    valueSum += static_cast<uint64_t>(wc.second);
   }
-
- private:
-  class Writer final : public sluice::SinkWriter<WordCount> {
-   public:
-    explicit Writer(std::shared_ptr<WordTotals> totals) : totals_(std::move(totals)) {}
-    void write(const WordCount& wc, const sluice::SinkWriterContext&) override {
-      ++count_;
-      valueSum_ += static_cast<uint64_t>(wc.second);
-    }
-    void close() override {
-      totals_->count += count_;
-      totals_->valueSum += valueSum_;
-    }
-
-   private:
-    std::shared_ptr<WordTotals> totals_;
-    int64_t count_ = 0;
-    uint64_t valueSum_ = 0;
-  };
-  std::shared_ptr<WordTotals> totals_;
+  void publish(WordTotals& t) const {
+    t.count += count;
+    t.valueSum += valueSum;
+  }
 };
+using WordChecksumSink = FoldingSink<WordCount, WordChecksumFold>;
 
 // wordcount, verification run (untimed): the final count of every word.
 struct WordFinal {
@@ -329,36 +319,22 @@ struct WordFinal {
   std::unordered_map<std::string, int64_t> counts;
 };
 
-class WordFinalSink final : public sluice::Sink<WordCount> {
- public:
-  explicit WordFinalSink(std::shared_ptr<WordFinal> out) : out_(std::move(out)) {}
-  std::unique_ptr<sluice::SinkWriter<WordCount>> createWriter(
-      sluice::WriterInitContext&) const override {
-    return std::make_unique<Writer>(out_);
+struct WordFinalFold {
+  using Totals = WordFinal;
+  std::unordered_map<std::string, int64_t> local;
+  void add(const WordCount& wc) {
+    int64_t& m = local[wc.first];
+    m = std::max(m, wc.second);
   }
-
- private:
-  class Writer final : public sluice::SinkWriter<WordCount> {
-   public:
-    explicit Writer(std::shared_ptr<WordFinal> out) : out_(std::move(out)) {}
-    void write(const WordCount& wc, const sluice::SinkWriterContext&) override {
-      int64_t& m = local_[wc.first];
-      m = std::max(m, wc.second);
+  void publish(WordFinal& t) const {
+    std::lock_guard lock(t.mu);
+    for (const auto& [w, c] : local) {
+      int64_t& m = t.counts[w];
+      m = std::max(m, c);
     }
-    void close() override {
-      std::lock_guard lock(out_->mu);
-      for (auto& [w, c] : local_) {
-        int64_t& m = out_->counts[w];
-        m = std::max(m, c);
-      }
-    }
-
-   private:
-    std::shared_ptr<WordFinal> out_;
-    std::unordered_map<std::string, int64_t> local_;
-  };
-  std::shared_ptr<WordFinal> out_;
+  }
 };
+using WordFinalSink = FoldingSink<WordCount, WordFinalFold>;
 
 // ---------------------------------------------------------------------------
 // (a) chained: generator -> map -> filter -> sink, one chain.
@@ -455,35 +431,21 @@ struct WindowTotals {
   std::atomic<int64_t> sumOfField2{0};
 };
 
-class WindowTotalsSink final : public sluice::Sink<WindowEvent> {
- public:
-  explicit WindowTotalsSink(std::shared_ptr<WindowTotals> t) : totals_(std::move(t)) {}
-  std::unique_ptr<sluice::SinkWriter<WindowEvent>> createWriter(
-      sluice::WriterInitContext&) const override {
-    return std::make_unique<Writer>(totals_);
+struct WindowTotalsFold {
+  using Totals = WindowTotals;
+  int64_t rows = 0, f1 = 0, f2 = 0;
+  void add(const WindowEvent& e) {
+    ++rows;
+    f1 += std::get<1>(e);
+    f2 += std::get<2>(e);
   }
-
- private:
-  class Writer final : public sluice::SinkWriter<WindowEvent> {
-   public:
-    explicit Writer(std::shared_ptr<WindowTotals> t) : totals_(std::move(t)) {}
-    void write(const WindowEvent& e, const sluice::SinkWriterContext&) override {
-      ++rows_;
-      f1_ += std::get<1>(e);
-      f2_ += std::get<2>(e);
-    }
-    void close() override {
-      totals_->rows += rows_;
-      totals_->sumOfField1 += f1_;
-      totals_->sumOfField2 += f2_;
-    }
-
-   private:
-    std::shared_ptr<WindowTotals> totals_;
-    int64_t rows_ = 0, f1_ = 0, f2_ = 0;
-  };
-  std::shared_ptr<WindowTotals> totals_;
+  void publish(WindowTotals& t) const {
+    t.rows += rows;
+    t.sumOfField1 += f1;
+    t.sumOfField2 += f2;
+  }
 };
+using WindowTotalsSink = FoldingSink<WindowEvent, WindowTotalsFold>;
 
 auto windowSource(sluice::StreamExecutionEnvironment& env, int64_t n) {
   auto strategy =
@@ -934,38 +896,6 @@ class LtmFunction final : public sluice::KeyedProcessFunction<int64_t, int64_t, 
   std::shared_ptr<LtmProgress> progress_;
   sluice::ValueState<std::string>* payload_ = nullptr;
   sluice::ValueState<int64_t>* count_ = nullptr;
-};
-
-// Count and sum of the emitted counts.
-class KeyValueChecksumSink final : public sluice::Sink<KeyValue> {
- public:
-  explicit KeyValueChecksumSink(std::shared_ptr<CountSum> totals) : totals_(std::move(totals)) {}
-  std::unique_ptr<sluice::SinkWriter<KeyValue>> createWriter(
-      sluice::WriterInitContext&) const override {
-    return std::make_unique<Writer>(totals_);
-  }
-
- private:
-  class Writer final : public sluice::SinkWriter<KeyValue> {
-   public:
-    explicit Writer(std::shared_ptr<CountSum> totals) : totals_(std::move(totals)) {}
-    void write(const KeyValue& kv, const sluice::SinkWriterContext&) override {
-      ++count_;
-      sum_ += static_cast<uint64_t>(kv.second);
-    }
-    void close() override {
-      totals_->count += count_;
-      totals_->sum += sum_;
-      count_ = 0;
-      sum_ = 0;
-    }
-
-   private:
-    std::shared_ptr<CountSum> totals_;
-    int64_t count_ = 0;
-    uint64_t sum_ = 0;
-  };
-  std::shared_ptr<CountSum> totals_;
 };
 
 // Runs once (not best of --repeat): a run takes minutes and its point is the
