@@ -5,8 +5,17 @@
 // wrong and where. Result<T> holds a value or a non-OK Status. Both are
 // [[nodiscard]]: a caller checks them or passes them on.
 //
-// Exceptions are reserved for user code (caught at the task boundary) and for
-// invalid use of the API while a job is being built.
+// Which one the engine uses where (docs/internals.md, "Errors"):
+//   - Engine I/O outside user calls returns Status / Result: checkpoint
+//     storage and _metadata, restore planning, the asynchronous snapshot
+//     upload, channels. Its caller decides what the failure means (decline
+//     the checkpoint, fail the attempt, tell the user).
+//   - A failure inside a user call throws: state access from processElement,
+//     serializers, user functions. It unwinds to the task boundary, which
+//     fails the attempt with the message.
+//   - Misuse of the API (a wrong config key, an invalid graph) throws
+//     SluiceException while the job is built, before anything runs.
+//   - A broken invariant of our own code is SLUICE_ASSERT (core/assert.h).
 #pragma once
 
 #include <optional>
