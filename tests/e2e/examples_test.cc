@@ -19,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+namespace examples_test {
 namespace {
 
 std::map<std::string, int64_t> referenceCounts(const std::string& text) {
@@ -173,7 +174,9 @@ TEST(ExamplesTest, SocketWordCountFailsClearlyWhenNobodyListens) {
 }
 
 }  // namespace
+}  // namespace examples_test
 
+namespace examples_test {
 namespace {
 
 // The windowed WordCount's generator, restated: word i is kWords[(i * 3) % 8]
@@ -220,3 +223,5 @@ TEST(ExamplesTest, WindowedWordCountCountsEveryWindowOnce) {
     EXPECT_EQ(outputLines(r.out), expected) << "parallelism " << p;
   }
 }
+
+}  // namespace examples_test

@@ -18,6 +18,7 @@
 #include "integration/integration_util.h"
 
 namespace sluice::integration {
+namespace backpressure_test {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -101,4 +102,5 @@ TEST(SlowBackpressureTest, SlowSinkBoundsMemoryAndThrottlesTheSource) {
 }
 
 }  // namespace
+}  // namespace backpressure_test
 }  // namespace sluice::integration

@@ -63,6 +63,7 @@ struct Trace {
 SLUICE_STRUCT(Trace, kind, subtask, marker, key, count)
 
 namespace sluice::integration {
+namespace broadcast_state_test {
 namespace {
 
 constexpr int kParallelism = 3;
@@ -409,4 +410,5 @@ TEST(BroadcastStateJob, KeyedStateWithoutAKeyOnTheBroadcastSideFailsSayingWhatTo
 }
 
 }  // namespace
+}  // namespace broadcast_state_test
 }  // namespace sluice::integration

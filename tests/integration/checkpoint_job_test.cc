@@ -7,6 +7,7 @@
 #include "harness/checkpoint_jobs.h"
 
 namespace sluice::checkpointing {
+namespace checkpoint_job_test {
 namespace {
 
 using std::chrono::milliseconds;
@@ -454,4 +455,5 @@ TEST(SavepointTest, DrainFiresEveryWindowBeforeTheSavepoint) {
 }
 
 }  // namespace
+}  // namespace checkpoint_job_test
 }  // namespace sluice::checkpointing

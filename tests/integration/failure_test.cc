@@ -19,6 +19,7 @@
 #include "integration/integration_util.h"
 
 namespace sluice::integration {
+namespace failure_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -400,4 +401,5 @@ TEST(InvalidJobTest, EmptyJobIsRejected) {
 }
 
 }  // namespace
+}  // namespace failure_test
 }  // namespace sluice::integration

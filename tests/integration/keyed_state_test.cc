@@ -17,6 +17,7 @@
 #include "integration/integration_util.h"
 
 namespace sluice::integration {
+namespace keyed_state_test {
 namespace {
 
 constexpr int64_t kRecords = 20000;
@@ -219,4 +220,5 @@ TEST(KeyedStateErrors, OneStateNameWithTwoTypesFailsNamingBoth) {
 }
 
 }  // namespace
+}  // namespace keyed_state_test
 }  // namespace sluice::integration

@@ -16,6 +16,7 @@
 #include "integration/integration_util.h"
 
 namespace sluice::integration {
+namespace lifecycle_test {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -284,4 +285,5 @@ TEST(ConfigurationTest, BadCommandLineValueIsRejected) {
 }
 
 }  // namespace
+}  // namespace lifecycle_test
 }  // namespace sluice::integration

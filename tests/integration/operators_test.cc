@@ -35,6 +35,7 @@ inline void PrintTo(const Trade& t, std::ostream* os) {
 }
 
 namespace sluice::integration {
+namespace operators_test {
 namespace {
 
 using ::testing::UnorderedElementsAreArray;
@@ -772,4 +773,5 @@ TEST(ChainingTest, LongChainWithChainingControlsComputesTheSameResult) {
 }
 
 }  // namespace
+}  // namespace operators_test
 }  // namespace sluice::integration

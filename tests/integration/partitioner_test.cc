@@ -16,6 +16,7 @@
 #include "integration/integration_util.h"
 
 namespace sluice::integration {
+namespace partitioner_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -413,4 +414,5 @@ TEST(PartitionerTest, PartitionCustomUsesThePartitioner) {
 }
 
 }  // namespace
+}  // namespace partitioner_test
 }  // namespace sluice::integration

@@ -19,6 +19,7 @@
 #include <sluice/sluice.h>
 
 namespace sluice {
+namespace window_property_test {
 namespace {
 
 using Event = std::tuple<int64_t, int64_t, int64_t>;   // key, value, timestamp
@@ -191,4 +192,5 @@ TEST(WindowPropertyRocksDbTest, TumblingSlidingAndSessionsOnRocksDb) {
 }
 
 }  // namespace
+}  // namespace window_property_test
 }  // namespace sluice

@@ -18,6 +18,7 @@
 #include "integration/integration_util.h"
 
 namespace sluice::integration {
+namespace wordcount_test {
 namespace {
 
 using WordCount = std::pair<std::string, int64_t>;
@@ -213,4 +214,5 @@ TEST(WordCountFileTest, ReadTextFileToWriteAsTextAtParallelism2) {
 }
 
 }  // namespace
+}  // namespace wordcount_test
 }  // namespace sluice::integration

@@ -13,7 +13,8 @@
 //
 // Each seed is its own test (and ctest entry), so `ctest -j` spreads them.
 // SLUICE_FAULT_SEEDS=<n> runs n exactly-once seeds per job (n/4
-// at-least-once) instead of the default 24; `make test-long` runs 200.
+// at-least-once) instead of the default 12 (24 exactly-once seeds a run);
+// `make test-long` runs 200.
 #include <cstdlib>
 #include <set>
 #include <sstream>
@@ -23,13 +24,14 @@
 #include "harness/checkpoint_jobs.h"
 
 namespace sluice::checkpointing {
+namespace fault_injection_test {
 namespace {
 
 using std::chrono::milliseconds;
 
 int seedCount() {
   if (const char* env = std::getenv("SLUICE_FAULT_SEEDS")) return std::max(1, std::atoi(env));
-  return 24;
+  return 12;
 }
 
 // Checkpoints per run: the gate opens in this many steps.
@@ -349,4 +351,5 @@ INSTANTIATE_TEST_SUITE_P(
     caseName);
 
 }  // namespace
+}  // namespace fault_injection_test
 }  // namespace sluice::checkpointing

@@ -9,6 +9,7 @@
 #include "harness/checkpoint_jobs.h"
 
 namespace sluice::checkpointing {
+namespace incremental_checkpoint_test {
 namespace {
 
 std::set<std::string> listFiles(const fs::path& dir) {
@@ -206,4 +207,5 @@ TEST(IncrementalCheckpointTest, TheHashmapBackendCannotRestoreNativeStateAndSays
 }
 
 }  // namespace
+}  // namespace incremental_checkpoint_test
 }  // namespace sluice::checkpointing

@@ -19,6 +19,7 @@
 
 #include <sluice/format.h>
 
+namespace format_test {
 namespace {
 
 using sluice::appendTo;
@@ -176,3 +177,4 @@ TEST(FormatTest, AppendToAppends) {
 }
 
 }  // namespace
+}  // namespace format_test

@@ -27,6 +27,7 @@
 #include <sluice/testing.h>
 
 namespace sluice {
+namespace operator_state_hooks_test {
 namespace {
 
 using testing::CapturedSnapshot;
@@ -498,4 +499,5 @@ INSTANTIATE_TEST_SUITE_P(Backends, KeyedBroadcastOperatorTest,
                          ::testing::Values("hashmap", "rocksdb"));
 
 }  // namespace
+}  // namespace operator_state_hooks_test
 }  // namespace sluice

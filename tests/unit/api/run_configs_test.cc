@@ -22,6 +22,7 @@
 #include "harness/operator_runner.h"
 
 namespace sluice {
+namespace run_configs_test {
 namespace {
 
 using test::OperatorRunner;
@@ -314,4 +315,5 @@ INSTANTIATE_TEST_SUITE_P(Configs, RunConfigTest, ::testing::ValuesIn(test::kAllR
                          test::runConfigParamName);
 
 }  // namespace
+}  // namespace run_configs_test
 }  // namespace sluice

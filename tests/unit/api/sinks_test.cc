@@ -22,6 +22,7 @@
 
 #include "harness/temp_dir.h"
 
+namespace sinks_test {
 namespace {
 
 using namespace sluice;
@@ -373,3 +374,4 @@ TEST(CollectSinkTest, CollectsFromEveryWriter) {
 }
 
 }  // namespace
+}  // namespace sinks_test

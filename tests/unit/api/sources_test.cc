@@ -32,6 +32,7 @@
 
 #include "harness/temp_dir.h"
 
+namespace sources_test {
 namespace {
 
 using namespace sluice;
@@ -858,3 +859,4 @@ TEST(SocketTextSourceTest, ReconnectsAfterCloseWhenRetriesAreLeft) {
 }
 
 }  // namespace
+}  // namespace sources_test

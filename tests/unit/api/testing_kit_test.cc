@@ -23,6 +23,7 @@ struct Event {
 };
 SLUICE_STRUCT(Event, user, amount)
 
+namespace testing_kit_test {
 namespace {
 
 using sluice::testing::harnessFor;
@@ -195,4 +196,5 @@ TEST(TestingKit, APipelineWithoutAnOperatorIsRefused) {
 }
 
 }  // namespace
+}  // namespace testing_kit_test
 }  // namespace kit_test

@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 namespace sluice::checkpoint {
+namespace barrier_aligner_test {
 namespace {
 
 struct Recorder final : BarrierAligner::Actions {
@@ -276,4 +277,5 @@ TEST(BarrierAlignerTest, RandomInterleavingsAtLeastOnceNeverBlockAndAccountForEv
 }
 
 }  // namespace
+}  // namespace barrier_aligner_test
 }  // namespace sluice::checkpoint

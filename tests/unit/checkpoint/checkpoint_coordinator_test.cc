@@ -22,6 +22,7 @@
 #include "harness/temp_dir.h"
 
 namespace sluice::checkpoint {
+namespace checkpoint_coordinator_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -420,4 +421,5 @@ TEST_F(CoordinatorTest, TheEndOfAnAttemptAbortsWhatIsPendingWithoutCountingIt) {
 }
 
 }  // namespace
+}  // namespace checkpoint_coordinator_test
 }  // namespace sluice::checkpoint

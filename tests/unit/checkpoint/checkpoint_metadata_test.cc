@@ -12,6 +12,7 @@
 #include "harness/temp_dir.h"
 
 namespace sluice::checkpoint {
+namespace checkpoint_metadata_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -170,4 +171,5 @@ TEST(CheckpointMetadataTest, JobIdsAreThirtyTwoHexDigitsAndDiffer) {
 }
 
 }  // namespace
+}  // namespace checkpoint_metadata_test
 }  // namespace sluice::checkpoint

@@ -16,6 +16,7 @@
 #include <sluice/sluice.h>
 
 namespace sluice::checkpoint {
+namespace state_assignment_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -168,4 +169,5 @@ TEST(StateAssignment, OperatorsWithoutUidGetOneFromTheirPosition) {
 }
 
 }  // namespace
+}  // namespace state_assignment_test
 }  // namespace sluice::checkpoint

@@ -10,6 +10,7 @@
 #include <sluice/core/config_options.h>
 
 namespace sluice {
+namespace config_docs_test {
 namespace {
 
 std::string readDocs() {
@@ -39,4 +40,5 @@ TEST(ConfigDocsTest, EveryRegisteredOptionIsDocumentedWithItsDefaultAndDescripti
 }
 
 }  // namespace
+}  // namespace config_docs_test
 }  // namespace sluice

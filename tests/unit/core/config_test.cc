@@ -27,6 +27,7 @@
 #endif
 
 namespace sluice {
+namespace config_test {
 namespace {
 
 using std::chrono::milliseconds;
@@ -901,4 +902,5 @@ TEST(LoggingTest, LevelFiltersAndThreadIdWithoutName) {
 }
 
 }  // namespace
+}  // namespace config_test
 }  // namespace sluice

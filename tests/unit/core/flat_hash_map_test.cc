@@ -8,6 +8,7 @@
 #include <sluice/core/flat_hash_map.h>
 
 namespace sluice {
+namespace flat_hash_map_test {
 namespace {
 
 struct StringHash {
@@ -129,4 +130,5 @@ TEST(FlatHashMapTest, EraseWithSpreadKeysThenEraseAll) {
 }
 
 }  // namespace
+}  // namespace flat_hash_map_test
 }  // namespace sluice

@@ -16,6 +16,7 @@
 #include <sluice/core/key_hash.h>
 
 namespace sluice {
+namespace key_hash_test {
 namespace {
 
 struct WordCount {
@@ -472,4 +473,5 @@ TEST(KeyHashTest, DefaultMaxParallelismFollowsFlink) {
 }
 
 }  // namespace
+}  // namespace key_hash_test
 }  // namespace sluice

@@ -51,6 +51,7 @@ SLUICE_STRUCT(Order, id, items, tags)
 }  // namespace serializer_test_shop
 
 namespace sluice {
+namespace serializer_test {
 namespace {
 
 using serializer_test_shop::Item;
@@ -684,4 +685,5 @@ TEST(DataOutputViewTest, RawRangeModeWritesTheSameBytesAndSpillsWhenFull) {
 }
 
 }  // namespace
+}  // namespace serializer_test
 }  // namespace sluice

@@ -19,6 +19,7 @@
 #include <sluice/core/stream_element.h>
 #include <sluice/core/watermark_valve.h>
 
+namespace watermark_valve_test {
 namespace {
 
 using namespace sluice;
@@ -332,3 +333,4 @@ TEST(WatermarkValveTest, RandomizedAgainstReferenceModel) {
 }
 
 }  // namespace
+}  // namespace watermark_valve_test

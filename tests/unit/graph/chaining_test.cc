@@ -15,6 +15,7 @@
 
 #include <sluice/sluice.h>
 
+namespace chaining_test {
 namespace {
 
 using namespace sluice;
@@ -443,3 +444,4 @@ TEST(ResolveTest, EmptyGraphIsRejected) {
 }
 
 }  // namespace
+}  // namespace chaining_test

@@ -18,6 +18,7 @@
 
 #include <sluice/sluice.h>
 
+namespace execution_graph_test {
 namespace {
 
 using namespace sluice;
@@ -300,3 +301,4 @@ TEST(ExecutionGraphTest, NoEdgesNoChannels) {
 }
 
 }  // namespace
+}  // namespace execution_graph_test

@@ -21,6 +21,7 @@
 #include <sluice/testing.h>
 
 namespace sluice {
+namespace interval_join_test {
 namespace {
 
 struct Left {
@@ -414,4 +415,5 @@ INSTANTIATE_TEST_SUITE_P(Backends, IntervalJoinRestoreTest,
                          ::testing::Values("hashmap", "rocksdb"));
 
 }  // namespace
+}  // namespace interval_join_test
 }  // namespace sluice

@@ -23,6 +23,7 @@
 #include <sluice/testing.h>
 
 namespace sluice {
+namespace keyed_co_process_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -301,4 +302,5 @@ TEST(KeyedConnectTest, StreamsOfDifferentEnvironmentsCannotBeConnected) {
 }
 
 }  // namespace
+}  // namespace keyed_co_process_test
 }  // namespace sluice

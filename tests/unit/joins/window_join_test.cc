@@ -18,6 +18,7 @@
 #include <sluice/sluice.h>
 
 namespace sluice {
+namespace window_join_test {
 namespace {
 
 struct Left {
@@ -396,4 +397,5 @@ TEST(WindowJoinApiTest, NegativeAllowedLatenessIsRejected) {
 }
 
 }  // namespace
+}  // namespace window_join_test
 }  // namespace sluice

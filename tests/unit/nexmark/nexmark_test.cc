@@ -21,6 +21,7 @@
 #include "nexmark/queries.h"
 
 namespace sluice::nexmark {
+namespace nexmark_test {
 namespace {
 
 constexpr int64_t kEvents = 50'000;
@@ -194,4 +195,5 @@ TEST(YsbGenerator, CampaignTableHasTenAdsPerCampaign) {
 }
 
 }  // namespace
+}  // namespace nexmark_test
 }  // namespace sluice::nexmark

@@ -15,6 +15,7 @@
 
 #include "runtime/task_waker.h"
 
+namespace mailbox_test {
 namespace {
 
 using namespace sluice::runtime;
@@ -146,3 +147,4 @@ TEST(TaskWakerTest, PastDeadlineReturnsWithoutAWake) {
 }
 
 }  // namespace
+}  // namespace mailbox_test

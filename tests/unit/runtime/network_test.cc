@@ -31,6 +31,7 @@
 #include "runtime/record_writer.h"
 #include "runtime/task_waker.h"
 
+namespace network_test {
 namespace {
 
 using namespace sluice;
@@ -654,3 +655,4 @@ TEST(InputGateTest, KeepsArrivalOrderAcrossChannelsAndWakesTheTask) {
 }
 
 }  // namespace
+}  // namespace network_test

@@ -7,6 +7,7 @@
 #include <sluice/core/config.h>
 
 namespace sluice::runtime {
+namespace restart_strategy_test {
 namespace {
 
 using std::chrono::milliseconds;
@@ -110,4 +111,5 @@ TEST(RestartStrategyTest, BadSettingsNameTheKey) {
 }
 
 }  // namespace
+}  // namespace restart_strategy_test
 }  // namespace sluice::runtime

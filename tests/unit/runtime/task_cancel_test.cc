@@ -19,6 +19,7 @@
 
 #include "runtime/mini_cluster.h"
 
+namespace task_cancel_test {
 namespace {
 
 using namespace sluice;
@@ -81,3 +82,4 @@ TEST(TaskCancelTest, CancelWhileBlockedOnBackpressureEndsCanceledNotFailed) {
 }
 
 }  // namespace
+}  // namespace task_cancel_test

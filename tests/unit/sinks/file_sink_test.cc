@@ -55,6 +55,7 @@ struct Reading {
 };
 SLUICE_STRUCT(Reading, sensor, count, value, tags, note, ok)
 
+namespace file_sink_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -944,4 +945,5 @@ INSTANTIATE_TEST_SUITE_P(Configs, FileSinkRunConfigTest, ::testing::ValuesIn(tes
                          test::runConfigParamName);
 
 }  // namespace
+}  // namespace file_sink_test
 }  // namespace sluice

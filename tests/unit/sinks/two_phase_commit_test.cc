@@ -35,6 +35,7 @@ struct MemTxn {
 };
 SLUICE_STRUCT(MemTxn, id, values)
 
+namespace two_phase_commit_test {
 namespace {
 
 using testing::CapturedSnapshot;
@@ -534,4 +535,5 @@ TEST(SinkOperatorTest, DefaultWriterInitContextHasTheSystemClockAndNoTimers) {
 }
 
 }  // namespace
+}  // namespace two_phase_commit_test
 }  // namespace sluice

@@ -41,6 +41,7 @@ struct TestWindow {
 };
 SLUICE_STRUCT(TestWindow, start, end)
 
+namespace heap_backend_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -874,4 +875,5 @@ TEST(HeapBackendTest, BackendParamsAreValidated) {
 }
 
 }  // namespace
+}  // namespace heap_backend_test
 }  // namespace sluice

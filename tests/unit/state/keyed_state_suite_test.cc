@@ -26,6 +26,7 @@
 #include "unit/state/state_test_util.h"
 
 namespace sluice {
+namespace keyed_state_suite_test {
 namespace {
 
 struct Window {
@@ -586,4 +587,5 @@ INSTANTIATE_TEST_SUITE_P(Backends, KeyedStateSuite,
                          });
 
 }  // namespace
+}  // namespace keyed_state_suite_test
 }  // namespace sluice

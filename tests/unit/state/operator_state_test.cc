@@ -17,6 +17,7 @@
 #include <sluice/state/operator_state.h>
 
 namespace sluice {
+namespace operator_state_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -454,4 +455,5 @@ TEST(OperatorStateTest, ElementThatDoesNotDecodeFailsOnRegistration) {
 }
 
 }  // namespace
+}  // namespace operator_state_test
 }  // namespace sluice

@@ -65,6 +65,7 @@ struct TypeSerializer<TtlValue<T>> {
   static std::string schema() { return "ttl<" + TypeSerializer<T>::schema() + ">"; }
 };
 
+namespace rocksdb_backend_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -1153,4 +1154,5 @@ TEST(RocksDbBackend, RocksDbFailuresNameTheOperation) {
 }
 
 }  // namespace
+}  // namespace rocksdb_backend_test
 }  // namespace sluice

@@ -22,6 +22,7 @@
 #include <sluice/state/snapshot.h>
 
 namespace sluice {
+namespace snapshot_format_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -449,4 +450,5 @@ TEST(SnapshotFormatTest, TtlHelpersKeepOnlyUnexpiredEntriesAndElements) {
 }
 
 }  // namespace
+}  // namespace snapshot_format_test
 }  // namespace sluice

@@ -44,6 +44,7 @@
 #include "unit/state/state_test_util.h"
 
 namespace sluice {
+namespace ttl_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -848,4 +849,5 @@ TEST_F(TtlRocksDbCompactionTest, CompactionKeepsExpiredEntriesWithoutTheFilter) 
 }
 
 }  // namespace
+}  // namespace ttl_test
 }  // namespace sluice

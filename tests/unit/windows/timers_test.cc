@@ -19,6 +19,7 @@
 #include <sluice/testing.h>
 
 namespace sluice {
+namespace timers_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -491,4 +492,5 @@ TEST_F(WatermarkStrategyTest, NoWatermarksEmitsNone) {
 }
 
 }  // namespace
+}  // namespace timers_test
 }  // namespace sluice

@@ -82,6 +82,7 @@
 #include "harness/operator_runner.h"
 
 namespace sluice {
+namespace window_scenarios_test {
 namespace {
 
 using testing::CollectingOutput;
@@ -652,4 +653,5 @@ INSTANTIATE_TEST_SUITE_P(Files, WindowScenarioTest, ::testing::ValuesIn(scenario
 TEST(WindowScenarioFilesTest, AtLeast28Scenarios) { EXPECT_GE(scenarioFiles().size(), 28u); }
 
 }  // namespace
+}  // namespace window_scenarios_test
 }  // namespace sluice
