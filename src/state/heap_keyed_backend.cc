@@ -52,19 +52,40 @@ class HeapValueStorage final : public internal::ValueStorage {
  public:
   HeapValueStorage(HashMapKeyedStateBackend& backend, heap::StateTable& table)
       : where_{backend, {}}, table_(table), type_(table.storedType()) {}
-  void setNamespace(std::string_view ns) override { where_.key.setNamespace(ns); }
-  const void* get() override { return table_.find(where_.at(), hint_); }
-  // Reuses the slot get() found for the same key and namespace.
-  void put(const void* value) override {
-    type_.copyAssign(table_.getOrInsert(where_.at(), hint_), value);
+  void setNamespace(std::string_view ns) override {
+    where_.key.setNamespace(ns);
+    hintKey_ = 0;
   }
-  void clear() override { table_.erase(where_.at()); }
+  const void* get() override {
+    hint_.slot = nullptr;
+    const void* v = table_.find(where_.at(), hint_);
+    hintKey_ = hint_.slot != nullptr ? where_.backend.currentKeyVersion() : 0;
+    return v;
+  }
+  // A read-modify-write (get, then put for the same key and namespace, the
+  // keyed reduce and sum path) writes the slot get() found without looking
+  // the key up again.
+  void put(const void* value) override {
+    if (hintKey_ != 0 && hintKey_ == where_.backend.currentKeyVersion()) [[likely]] {
+      if (void* slot = table_.hinted(hint_)) {
+        type_.copyAssign(slot, value);
+        return;
+      }
+    }
+    type_.copyAssign(table_.getOrInsert(where_.at(), hint_), value);
+    hintKey_ = where_.backend.currentKeyVersion();
+  }
+  void clear() override {
+    table_.erase(where_.at());
+    hintKey_ = 0;
+  }
 
  private:
   Locator where_;
   heap::StateTable& table_;
   const internal::StateType& type_;
   heap::SlotHint hint_;
+  uint64_t hintKey_ = 0;  // the key version hint_ was taken for; 0: none
 };
 
 class HeapListStorage final : public internal::ListStorage {

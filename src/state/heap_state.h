@@ -386,6 +386,12 @@ class StateTable {
     hint = SlotHint{slot, epoch_, a.group};
     return table.objectOf(slot);
   }
+  // The object `hint` remembers while it is still valid (no insertion,
+  // erase, table clone or snapshot since it was taken), else null.
+  void* hinted(const SlotHint& hint) {
+    if (hint.slot == nullptr || hint.epoch != epoch_) return nullptr;
+    return groups_[hint.group]->table.objectOf(hint.slot);
+  }
   // The same, for modification (clones a table a snapshot still has to read).
   void* findMutable(size_t g, std::string_view key) {
     if (find(g, key) == nullptr) return nullptr;

@@ -111,7 +111,11 @@ class KeyedStateBackend {
     currentKey_[1] = static_cast<char>(keyGroup & 0xFF);
     if (size != 0) std::memcpy(currentKey_.data() + 2, keyBytes, size);
     currentKeyGroup_ = keyGroup;
+    ++currentKeyVersion_;
   }
+  // Changes with every setCurrentKey() (never 0 once a key was set): a
+  // storage may reuse what it looked up while the version stays the same.
+  uint64_t currentKeyVersion() const { return currentKeyVersion_; }
   // The current key's serialized bytes.
   std::string_view currentKey() const {
     return currentKey_.empty() ? std::string_view() : std::string_view(currentKey_).substr(2);
@@ -206,6 +210,7 @@ class KeyedStateBackend {
   KeyedBackendParams params_;
   std::string currentKey_;
   int32_t currentKeyGroup_ = -1;
+  uint64_t currentKeyVersion_ = 0;
   std::map<std::string, std::unique_ptr<StateHolderBase>> stateObjects_;
 };
 
