@@ -108,6 +108,11 @@ inline void expectExactlyOnce(const std::vector<Row>& rows, int64_t count) {
   }
 }
 
+// A key's running (count, sum) after `b`: the reduce of the running-sum jobs.
+inline Row addRunning(const Row& a, const Row& b) {
+  return Row{std::get<0>(a), std::get<1>(a) + std::get<1>(b), std::get<2>(a) + std::get<2>(b)};
+}
+
 // source -> failing map (site 0) -> keyBy -> running (count, sum) ->
 // failing map (site 1) -> collect.
 inline std::shared_ptr<internal::CollectBuffer<Row>> buildRunningSumFrom(
@@ -117,10 +122,7 @@ inline std::shared_ptr<internal::CollectBuffer<Row>> buildRunningSumFrom(
       .map(FailingMap<Row>(plan, 0))
       .uid("fail-0")
       .keyBy([](const Row& r) { return std::get<0>(r); })
-      .reduce([](const Row& a, const Row& b) {
-        return Row{std::get<0>(a), std::get<1>(a) + std::get<1>(b),
-                   std::get<2>(a) + std::get<2>(b)};
-      })
+      .reduce(addRunning)
       .uid("sum")
       .map(FailingMap<Row>(plan, 1))
       .uid("fail-1")

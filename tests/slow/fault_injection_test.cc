@@ -90,10 +90,7 @@ void build(StreamExecutionEnvironment& env, const JobSpec& spec, const std::stri
         .map(FailingMap<Row>(plan, 0))
         .uid("fail-0")
         .keyBy([](const Row& r) { return std::get<0>(r); })
-        .reduce([](const Row& a, const Row& b) {
-          return Row{std::get<0>(a), std::get<1>(a) + std::get<1>(b),
-                     std::get<2>(a) + std::get<2>(b)};
-        })
+        .reduce(addRunning)
         .uid("sum")
         .map(FailingMap<Row>(plan, 1))
         .uid("fail-1")
