@@ -490,11 +490,20 @@ GeneratorSource(F, int64_t) -> GeneratorSource<std::decay_t<std::invoke_result_t
 // The reader reads in large blocks (readBufferSize bytes, grown for a longer
 // line) and never does a syscall per line.
 //
+// Only regular files are read (a symbolic link counts as what it points to).
+// A FIFO, socket or device would block the reader or never end, so `path`
+// being one, or a directory holding one (under a name not skipped above), is
+// refused, decided by stat() before anything is opened: SluiceException
+// "readTextFile: '<path>' is not a regular file or directory (it is a FIFO)"
+// (or "a socket", "a character device", "a block device"), naming the entry
+// (the first by name) for a directory. Subdirectories are skipped.
+//
 // Failure: the path is checked when the enumerator starts, i.e. as the job
 // starts: a missing or unreadable path throws SluiceException
-// "readTextFile: cannot open '<path>': <strerror>", which fails the job before
-// any record is read. A file that cannot be opened or read later (deleted in
-// between, an I/O error) fails the job from the reader with the same kind of
+// "readTextFile: cannot open '<path>': <strerror>", and a non-regular file
+// the message above; either fails the job before any record is read. A file
+// that cannot be opened or read later (deleted in between, an I/O error,
+// replaced by a FIFO) fails the job from the reader with the same kind of
 // message naming that file.
 class TextLineFileSource final : public Source<std::string, FileSplit> {
  public:

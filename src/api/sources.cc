@@ -13,7 +13,9 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <utility>
 
 #include <sluice/sources.h>
 
@@ -94,33 +96,62 @@ namespace {
   throw SluiceException("readTextFile: cannot open '" + path + "': " + errnoText(err));
 }
 
+// What a stat() mode is, for the message that refuses it.
+const char* fileTypeName(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "of an unknown file type";
+}
+
+// Only regular files are read: a FIFO, socket or device would block the
+// opening or reading thread (a FIFO's open waits for a writer) or never end.
+[[noreturn]] void throwNotRegular(const std::string& path, mode_t mode) {
+  throw SluiceException("readTextFile: '" + path + "' is not a regular file or directory (it is " +
+                        fileTypeName(mode) + ")");
+}
+
 // The splits of `path`: the file itself, or the visible regular files of a
-// directory sorted by name. Throws when the path cannot be opened.
+// directory sorted by name. Throws when the path cannot be opened or is, or
+// holds, a file that is neither regular nor a directory. Decides on stat()
+// alone, before anything is opened, so a FIFO is never opened.
 std::vector<FileSplit> discoverFiles(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) throwCannotOpen(path, errno);
-  if (!S_ISDIR(st.st_mode)) {
+  if (S_ISREG(st.st_mode)) {
     // Opening checks permissions the way the reader will.
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) throwCannotOpen(path, errno);
     ::close(fd);
     return {FileSplit{path, 0}};
   }
+  if (!S_ISDIR(st.st_mode)) throwNotRegular(path, st.st_mode);
   DIR* dir = ::opendir(path.c_str());
   if (dir == nullptr) throwCannotOpen(path, errno);
   const std::string prefix = path.back() == '/' ? path : path + "/";
   std::vector<std::string> names;
-  errno = 0;
-  while (const dirent* e = ::readdir(dir)) {
+  std::optional<std::pair<std::string, mode_t>> refused;  // the first by name
+  for (;;) {
+    errno = 0;  // readdir returns null both at the end and on an error
+    const dirent* e = ::readdir(dir);
+    if (e == nullptr) break;
     const std::string name = e->d_name;
     // Flink's default filter: hidden files and in-progress files ("_...").
     if (name.empty() || name[0] == '.' || name[0] == '_') continue;
     struct stat fst;
-    if (::stat((prefix + name).c_str(), &fst) == 0 && S_ISREG(fst.st_mode)) names.push_back(name);
+    // Gone since readdir (or a dangling link): nothing to read.
+    if (::stat((prefix + name).c_str(), &fst) != 0) continue;
+    if (S_ISREG(fst.st_mode)) {
+      names.push_back(name);
+    } else if (!S_ISDIR(fst.st_mode)) {  // subdirectories are skipped: not recursive
+      if (!refused || name < refused->first) refused.emplace(name, fst.st_mode);
+    }
   }
   const int readErr = errno;
   ::closedir(dir);
   if (readErr != 0) throwCannotOpen(path, readErr);
+  if (refused) throwNotRegular(prefix + refused->first, refused->second);
   std::sort(names.begin(), names.end());
   std::vector<FileSplit> out;
   out.reserve(names.size());
@@ -137,8 +168,22 @@ class TextLineReader final : public internal::QueuedSplitReader<std::string, Fil
  private:
   void openSplit(FileSplit& split) override {
     closeFile();
-    fd_ = ::open(split.path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: should the path have become a FIFO since discovery (or a
+    // restored split name one), open returns at once and fstat refuses it.
+    // Reads of a regular file ignore the flag.
+    fd_ = ::open(split.path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd_ < 0) throwCannotOpen(split.path, errno);
+    struct stat st;
+    if (::fstat(fd_, &st) != 0) {
+      const int err = errno;
+      closeFile();
+      throwCannotOpen(split.path, err);
+    }
+    if (!S_ISREG(st.st_mode)) {
+      closeFile();
+      if (S_ISDIR(st.st_mode)) throwCannotOpen(split.path, EISDIR);
+      throwNotRegular(split.path, st.st_mode);
+    }
     ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
     path_ = split.path;
     if (buf_.size() < bufferSize_) buf_.resize(bufferSize_);

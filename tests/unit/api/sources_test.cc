@@ -3,19 +3,24 @@
 // enumerator, its assignments come back to the reader as serialized splits
 // delivered before the reader's next poll (the task's mailbox).
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -664,6 +669,79 @@ TEST(TextLineFileSourceTest, FileRemovedAfterDiscoveryFailsTheReader) {
     EXPECT_EQ(std::string(e.what()),
               "readTextFile: cannot open '" + path + "': No such file or directory");
   }
+}
+
+// What `run` threw (its SluiceException's message, "no exception" if none).
+// Bounded for a broken build that opens the FIFO and blocks: after 20 s the
+// FIFO gets a writer, which lets the blocked open return, and the test fails
+// instead of hanging.
+std::string messageWithoutHanging(const std::string& fifo, const std::function<void()>& run) {
+  auto result = std::async(std::launch::async, [&]() -> std::string {
+    try {
+      run();
+      return "no exception";
+    } catch (const SluiceException& e) {
+      return e.what();
+    }
+  });
+  if (result.wait_for(std::chrono::seconds(20)) == std::future_status::timeout) {
+    ADD_FAILURE() << "readTextFile blocked on the FIFO " << fifo;
+    const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) ::close(fd);
+  }
+  return result.get();
+}
+
+TEST(TextLineFileSourceTest, FifoIsRefusedBeforeItIsOpened) {
+  TempDir dir;
+  const std::string fifo = dir / "pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  TextLineFileSource source(fifo);
+  EXPECT_EQ(messageWithoutHanging(fifo, [&] { Harness<std::string, FileSplit> h(source, 1); }),
+            "readTextFile: '" + fifo + "' is not a regular file or directory (it is a FIFO)");
+}
+
+TEST(TextLineFileSourceTest, CharacterDeviceIsRefused) {
+  TextLineFileSource source("/dev/null");
+  try {
+    Harness<std::string, FileSplit> h(source, 1);
+    FAIL() << "expected an exception";
+  } catch (const SluiceException& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "readTextFile: '/dev/null' is not a regular file or directory (it is a character "
+              "device)");
+  }
+}
+
+TEST(TextLineFileSourceTest, DirectoryHoldingAFifoIsRefusedNamingTheEntry) {
+  TempDir dir;
+  dir.write("a.txt", "a\n");
+  fs::create_directory(fs::path(dir.path()) / "sub");  // still skipped
+  ASSERT_EQ(::mkfifo((dir / "z-pipe").c_str(), 0600), 0) << std::strerror(errno);
+  ASSERT_EQ(::mkfifo((dir / "m-pipe").c_str(), 0600), 0) << std::strerror(errno);
+  ASSERT_EQ(::mkfifo((dir / ".hidden-pipe").c_str(), 0600), 0);  // skipped by name
+  TextLineFileSource source(dir.str());
+  EXPECT_EQ(
+      messageWithoutHanging(dir / "m-pipe", [&] { Harness<std::string, FileSplit> h(source, 1); }),
+      "readTextFile: '" + dir.str() + "/m-pipe' is not a regular file or directory (it is a FIFO)");
+
+  // Without the FIFOs the directory reads as before.
+  fs::remove(dir / "z-pipe");
+  fs::remove(dir / "m-pipe");
+  Harness<std::string, FileSplit> h(source, 1);
+  h.runToEnd();
+  EXPECT_EQ(h.all(), (std::vector<std::string>{"a"}));
+}
+
+TEST(TextLineFileSourceTest, SplitThatBecameAFifoFailsTheReaderWithoutBlocking) {
+  TempDir dir;
+  const std::string path = dir.write("data.txt", "x\n");
+  TextLineFileSource source(path);
+  Harness<std::string, FileSplit> h(source, 1);  // discovered as a regular file
+  fs::remove(path);
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0) << std::strerror(errno);
+  EXPECT_EQ(messageWithoutHanging(path, [&] { h.runToEnd(); }),
+            "readTextFile: '" + path + "' is not a regular file or directory (it is a FIFO)");
 }
 
 // ---------------------------------------------------------------------------
