@@ -1,12 +1,14 @@
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
 #include <system_error>
 #include <tuple>
 #include <utility>
@@ -482,16 +484,38 @@ void Configuration::throwBadValue(std::string_view key, const Entry& entry, cons
 }
 
 Result<Configuration> Configuration::fromYamlFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    int err = errno;
-    return Status::ioError(fmt::format("cannot read configuration file '{}': {}", path,
-                                       err != 0 ? std::strerror(err) : "unknown error"));
+  // POSIX calls rather than an ifstream: a stream opens a directory and then
+  // reads nothing, so a directory (or a read error) would load as an empty
+  // file, and it keeps no errno to name the reason.
+  auto cannotRead = [&path](int err) {
+    return Status::ioError(
+        fmt::format("cannot read configuration file '{}': {}", path, std::strerror(err)));
+  };
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return cannotRead(errno);
+  struct stat st;
+  int statErr = ::fstat(fd, &st) != 0 ? errno : 0;
+  if (statErr == 0 && S_ISDIR(st.st_mode)) statErr = EISDIR;
+  if (statErr != 0) {
+    ::close(fd);
+    return cannotRead(statErr);
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return Status::ioError(fmt::format("cannot read configuration file '{}'", path));
-  return fromYamlString(text.str(), path);
+  std::string text;
+  char buf[16384];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n > 0) {
+      text.append(buf, static_cast<size_t>(n));
+      continue;
+    }
+    if (n == 0) break;
+    if (errno == EINTR) continue;
+    const int err = errno;
+    ::close(fd);
+    return cannotRead(err);
+  }
+  ::close(fd);
+  return fromYamlString(text, path);
 }
 
 Result<Configuration> Configuration::fromYamlString(std::string_view text,
@@ -582,8 +606,11 @@ Result<Configuration> loadConfiguration(int argc, const char* const* argv,
     if (confDir != nullptr && *confDir != '\0') {
       file = (std::filesystem::path(confDir) / "config.yaml").string();
     } else {
+      // Optional only when absent: a directory or an unreadable file there
+      // is an error (below), not silently no configuration.
       std::error_code ec;
-      if (std::filesystem::is_regular_file("conf/config.yaml", ec)) file = "conf/config.yaml";
+      const auto status = std::filesystem::status("conf/config.yaml", ec);
+      if (status.type() != std::filesystem::file_type::not_found) file = "conf/config.yaml";
     }
   }
 

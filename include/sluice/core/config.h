@@ -197,7 +197,9 @@ class Configuration {
   //    (did you mean 'parallelism.default'?)"
   //   "parallelism.default: expected an integer, got 'four' (at conf/config.yaml:3)"
   //   "conf/config.yaml:4: YAML syntax error: ..."
-  // An unreadable file is an IoError naming the path.
+  // A file that is missing, a directory or unreadable is an IoError naming
+  // the path and the reason:
+  //   "cannot read configuration file 'conf': Is a directory"
   static Result<Configuration> fromYamlFile(const std::string& path);
   static Result<Configuration> fromYamlString(std::string_view text, std::string_view sourceName);
 
@@ -251,8 +253,11 @@ Result<CommandLine> parseCommandLine(int argc, const char* const* argv);
 // StreamExecutionEnvironment::getExecutionEnvironment(argc, argv) does:
 // the config file (-c, else $SLUICE_CONF_DIR/config.yaml when SLUICE_CONF_DIR
 // is set, else ./conf/config.yaml when it exists, else none) < -D < -p.
-// A file that was asked for (-c or SLUICE_CONF_DIR) but cannot be read is an
-// error. remainingArgs, when not null, receives CommandLine::remaining.
+// -c names the file itself, never a directory to look in. A file that was
+// asked for (-c or SLUICE_CONF_DIR) but cannot be read (missing, a directory,
+// no permission) is an IoError; so is a ./conf/config.yaml that is there but
+// a directory or unreadable (only its absence means "no file").
+// remainingArgs, when not null, receives CommandLine::remaining.
 Result<Configuration> loadConfiguration(int argc, const char* const* argv,
                                         std::vector<std::string>* remainingArgs);
 

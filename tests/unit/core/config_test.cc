@@ -21,6 +21,7 @@
 #include <sluice/core/config_options.h>
 
 #include "core/logging.h"
+#include "harness/temp_dir.h"
 
 #ifndef SLUICE_TEST_DATA_DIR
 #define SLUICE_TEST_DATA_DIR "tests/data"
@@ -573,6 +574,27 @@ TEST(YamlConfigTest, MissingFileIsIoErrorNamingThePath) {
             "cannot read configuration file '" + path + "': No such file or directory");
 }
 
+TEST(YamlConfigTest, DirectoryIsIoErrorNamingThePathAndReason) {
+  test::TempDir dir;
+  auto loaded = Configuration::fromYamlFile(dir.str());
+  ASSERT_FALSE(loaded.isOk());
+  EXPECT_EQ(loaded.status().code(), StatusCode::kIoError);
+  EXPECT_EQ(loaded.status().message(),
+            "cannot read configuration file '" + dir.str() + "': Is a directory");
+}
+
+TEST(YamlConfigTest, ReadErrorIsIoErrorNamingThePathAndReason) {
+  // Opens for anyone, root included, and its first read fails with EIO
+  // (address 0 of the process is not mapped).
+  const std::string path = "/proc/self/mem";
+  if (::access(path.c_str(), R_OK) != 0) GTEST_SKIP() << path << " is not available";
+  auto loaded = Configuration::fromYamlFile(path);
+  ASSERT_FALSE(loaded.isOk());
+  EXPECT_EQ(loaded.status().code(), StatusCode::kIoError);
+  EXPECT_EQ(loaded.status().message(),
+            "cannot read configuration file '" + path + "': Input/output error");
+}
+
 // ---------------------------------------------------------------- command line
 
 TEST(CommandLineTest, DynamicPropertiesInBothForms) {
@@ -725,6 +747,75 @@ TEST(LoadConfigurationTest, MissingExplicitFileIsAnError) {
   ASSERT_FALSE(loaded.isOk());
   EXPECT_EQ(loaded.status().message(),
             "cannot read configuration file '/nonexistent/sluice.yaml': No such file or directory");
+}
+
+TEST(LoadConfigurationTest, ExplicitDirectoryIsAnError) {
+  ScopedEnv noConfDir("SLUICE_CONF_DIR", nullptr);
+  test::TempDir dir;
+  writeFile(dir.path() / "config.yaml", "parallelism.default: 2\n");  // -c does not look inside
+  const std::string want = "cannot read configuration file '" + dir.str() + "': Is a directory";
+  for (const std::string& flag : {std::string("-c"), std::string("--config")}) {
+    auto loaded = loadArgs({flag.c_str(), dir.str().c_str()}, nullptr);
+    ASSERT_FALSE(loaded.isOk()) << flag;
+    EXPECT_EQ(loaded.status().code(), StatusCode::kIoError);
+    EXPECT_EQ(loaded.status().message(), want) << flag;
+  }
+  const std::string joined = "--config=" + dir.str();
+  auto loaded = loadArgs({joined.c_str()}, nullptr);
+  ASSERT_FALSE(loaded.isOk());
+  EXPECT_EQ(loaded.status().message(), want);
+}
+
+TEST(LoadConfigurationTest, ConfDirWhoseConfigYamlIsADirectoryIsAnError) {
+  test::TempDir dir;
+  fs::create_directory(dir.path() / "config.yaml");
+  ScopedEnv confDir("SLUICE_CONF_DIR", dir.str().c_str());
+  auto loaded = loadArgs({}, nullptr);
+  ASSERT_FALSE(loaded.isOk());
+  EXPECT_EQ(loaded.status().message(),
+            "cannot read configuration file '" + dir.str() + "/config.yaml': Is a directory");
+}
+
+TEST(LoadConfigurationTest, LocalConfigYamlThatIsADirectoryIsAnError) {
+  ScopedEnv noConfDir("SLUICE_CONF_DIR", nullptr);
+  ScopedTempCwd cwd;
+  fs::create_directories(cwd.dir() / "conf" / "config.yaml");
+  auto loaded = loadArgs({}, nullptr);
+  ASSERT_FALSE(loaded.isOk());
+  EXPECT_EQ(loaded.status().code(), StatusCode::kIoError);
+  EXPECT_EQ(loaded.status().message(),
+            "cannot read configuration file 'conf/config.yaml': Is a directory");
+}
+
+// Permission bits do not stop root, so this runs only as another user.
+TEST(LoadConfigurationTest, UnreadableFilesAreErrorsExplicitOrLocal) {
+  ScopedEnv noConfDir("SLUICE_CONF_DIR", nullptr);
+  ScopedTempCwd cwd;
+  const fs::path file = cwd.dir() / "conf" / "config.yaml";
+  writeFile(file, "parallelism.default: 2\n");
+  fs::permissions(file, fs::perms::none);
+  if (::access(file.c_str(), R_OK) == 0) {
+    fs::permissions(file, fs::perms::owner_all);
+    GTEST_SKIP() << "running as root: permission bits do not apply";
+  }
+  auto explicitFile = loadArgs({"-c", file.c_str()}, nullptr);
+  ASSERT_FALSE(explicitFile.isOk());
+  EXPECT_EQ(explicitFile.status().message(),
+            "cannot read configuration file '" + file.string() + "': Permission denied");
+  auto local = loadArgs({}, nullptr);
+  ASSERT_FALSE(local.isOk());
+  EXPECT_EQ(local.status().message(),
+            "cannot read configuration file 'conf/config.yaml': Permission denied");
+
+  // A conf directory that cannot be searched hides whether the file exists:
+  // an error too, not "no configuration file".
+  fs::permissions(file, fs::perms::owner_all);
+  fs::permissions(cwd.dir() / "conf", fs::perms::none);
+  auto hidden = loadArgs({}, nullptr);
+  fs::permissions(cwd.dir() / "conf", fs::perms::owner_all);
+  ASSERT_FALSE(hidden.isOk());
+  EXPECT_EQ(hidden.status().message(),
+            "cannot read configuration file 'conf/config.yaml': Permission denied");
 }
 
 TEST(LoadConfigurationTest, FallsBackToLocalConfDirThenToDefaults) {
