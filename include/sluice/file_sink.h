@@ -50,9 +50,26 @@
 // deletes them. After a failure the restored subtasks commit the parts of
 // the completed checkpoint and delete every hidden part the failed writer
 // created after it. Without checkpointing nothing becomes visible before the
-// end of a bounded input. Hidden files of a writer that failed before its
-// first checkpoint after a restore are not cleaned up; they never become
-// visible. See docs/file-sink.md.
+// end of a bounded input. See docs/file-sink.md.
+//
+// Abandoned files: a writer that dies before a checkpoint naming its files
+// completes (a restart attempt that failed early, a killed process) leaves
+// hidden files that no checkpoint knows. On every start, fresh or restored,
+// each subtask deletes the in-progress files of its base path and part
+// prefix, ".<prefix>-<uuid>-<i>-<counter>.inprogress", whose writer the
+// restored checkpoint does not name and whose subtask index i is its own
+// (i % parallelism, so the indices a smaller parallelism left behind are
+// covered too). The sink keeps the names of its writers in a union list
+// state (kWritersStateName), so every subtask of a restore knows all of
+// them, at any parallelism. Finished files and other names are never
+// touched. A restore from a checkpoint of a version without that state
+// deletes no abandoned files (the next restore does). The sink assumes it
+// is the only writer of its base path with its part prefix: two sinks or
+// jobs sharing a base path need different part prefixes.
+//
+// Paths: a relative base path is made absolute (against the working
+// directory) when forRowFormat() is called, and checkpoints hold absolute
+// paths, so a restore from another working directory commits the same files.
 //
 // Errors: invalid options throw SluiceException when the builder is called;
 // a base path that cannot be created or written fails the task at start with
@@ -74,6 +91,7 @@
 #include <memory>
 #include <optional>
 #include <ranges>
+#include <set>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -518,8 +536,17 @@ SLUICE_STRUCT(FileSinkTransaction, basePath, inProgressPrefix, firstCounter, par
 
 namespace internal {
 
+// The union list state naming the writer of every subtask (its in-progress
+// prefix, ".<prefix>-<uuid>-<subtask>-") at each checkpoint.
+inline constexpr const char* kFileSinkWritersStateName = "file-sink-writers";
+
+// `basePath` made absolute against the working directory (a relative path
+// is also normalized lexically). Throws SluiceException naming it and the
+// reason when the working directory cannot be read.
+std::string absoluteBasePath(const std::string& basePath);
+
 struct FileSinkOptions {
-  std::string basePath;
+  std::string basePath;  // absolute
   OutputFileConfig fileConfig;
   std::shared_ptr<const RollingPolicy> rollingPolicy;
   int64_t bucketCheckIntervalMs = 60'000;
@@ -534,11 +561,20 @@ class FileSinkRuntime {
   FileSinkRuntime(const FileSinkRuntime&) = delete;
   FileSinkRuntime& operator=(const FileSinkRuntime&) = delete;
 
+  // Before open(), when the sink runs in a sink operator: registers the
+  // union list state of writer names and reads the restored checkpoint's.
+  void initializeWriterState(OperatorStateBackend& state, bool restored);
+  // After every snapshot of the two-phase-commit writer: names this writer.
+  void snapshotWriterState();
+
   // Creates the base path (throws SluiceException naming it and strerror),
   // names this writer, and starts the bucket-check timer.
   void open(WriterInitContext& context);
   int64_t currentTime() const { return context_->clock().currentTimeMillis(); }
 
+  // The first call (after every recoverAndCommit/recoverAndAbort of a
+  // restore) also deletes abandoned in-progress files; see the top of
+  // <sluice/file_sink.h>.
   FileSinkTransaction beginTransaction();
   // The buffer to append the next element of `bucketId` to; opens or rolls
   // the bucket's part file first as the rolling policy says. Call written()
@@ -550,6 +586,7 @@ class FileSinkRuntime {
   void commit(const FileSinkTransaction& txn);
   // `open`: the writer's current transaction (its files may be open).
   void abort(const FileSinkTransaction& txn, bool open);
+  void recoverAndCommit(const FileSinkTransaction& txn);
   void recoverAndAbort(const FileSinkTransaction& txn);
   void close();
 
@@ -564,6 +601,14 @@ class FileSinkRuntime {
   void roll(Bucket& b);
   void onTimer(int64_t timestamp);
   void scheduleCheck(int64_t now);
+  void deleteAbandonedFiles();
+
+  // What a restored open transaction's writer may have left after it.
+  struct AbortedWriter {
+    std::string basePath;
+    std::string inProgressPrefix;
+    int64_t firstCounter = 0;
+  };
 
   std::shared_ptr<const FileSinkOptions> options_;
   WriterInitContext* context_ = nullptr;
@@ -573,6 +618,42 @@ class FileSinkRuntime {
   std::map<std::string, std::unique_ptr<Bucket>> buckets_;  // with an open part file
   Bucket* active_ = nullptr;                                // partBuffer()'s last
   std::shared_ptr<bool> alive_;                             // timers check it
+  ListState<std::string>* writersState_ = nullptr;          // null outside a sink operator
+  bool restored_ = false;
+  std::set<std::string> knownWriters_;  // in-progress prefixes the restored checkpoint names
+  std::vector<AbortedWriter> aborted_;  // from recoverAndAbort()
+  bool started_ = false;                // beginTransaction() ran
+};
+
+// FileSink's writer: the two-phase-commit writer, plus the union list state
+// that names every subtask's writer (FileSinkRuntime::initializeWriterState).
+template <class T>
+class FileSinkWriter final : public SinkWriter<T>, public CheckpointedSinkWriter {
+ public:
+  using Inner = TwoPhaseCommitWriter<T, FileSinkTransaction>;
+  FileSinkWriter(std::unique_ptr<Inner> writer, FileSinkRuntime& runtime)
+      : writer_(std::move(writer)), runtime_(runtime) {}
+
+  void write(const T& element, const SinkWriterContext& context) override {
+    writer_->write(element, context);
+  }
+  void flush(bool endOfInput) override { writer_->flush(endOfInput); }
+  void close() override { writer_->close(); }
+  void initializeState(OperatorStateBackend& state, bool restored) override {
+    runtime_.initializeWriterState(state, restored);
+    writer_->initializeState(state, restored);
+  }
+  void snapshotState(int64_t checkpointId) override {
+    writer_->snapshotState(checkpointId);
+    runtime_.snapshotWriterState();
+  }
+  void notifyCheckpointComplete(int64_t checkpointId) override {
+    writer_->notifyCheckpointComplete(checkpointId);
+  }
+
+ private:
+  std::unique_ptr<Inner> writer_;  // owns the FileSink clone, which owns runtime_
+  FileSinkRuntime& runtime_;
 };
 
 template <class T, class F>
@@ -611,8 +692,13 @@ class FileSink final : public TwoPhaseCommitSink<T, FileSinkTransaction> {
  public:
   class RowFormatBuilder;
 
-  // Starts a builder for `basePath` (created when the job starts if missing)
-  // with `encoder`: an Encoder<T> (SimpleStringEncoder, CsvEncoder,
+  // The union list state, besides the two of TwoPhaseCommitSink, that names
+  // the writer of each subtask in every checkpoint.
+  static constexpr const char* kWritersStateName = internal::kFileSinkWritersStateName;
+
+  // Starts a builder for `basePath` (created when the job starts if missing;
+  // a relative path is resolved against the working directory now) with
+  // `encoder`: an Encoder<T> (SimpleStringEncoder, CsvEncoder,
   // JsonLinesEncoder or your own), a shared_ptr to one, or a callable
   // `void(const T&, std::string& out)` that appends the element's bytes.
   template <class E>
@@ -628,14 +714,25 @@ class FileSink final : public TwoPhaseCommitSink<T, FileSinkTransaction> {
         assigner_(other.assigner_) {}
   FileSink& operator=(const FileSink&) = delete;
 
+  // Absolute: forRowFormat() resolved a relative path.
   const std::string& basePath() const { return options_->basePath; }
+
+  // A clone of this prototype for the subtask, run by a FileSinkWriter.
+  std::unique_ptr<SinkWriter<T>> createWriter(WriterInitContext& context) const override {
+    auto instance = std::make_unique<FileSink>(*this);
+    instance->runtime_ = std::make_unique<internal::FileSinkRuntime>(options_);
+    internal::FileSinkRuntime& runtime = *instance->runtime_;
+    auto writer = std::make_unique<internal::TwoPhaseCommitWriter<T, FileSinkTransaction>>(
+        std::move(instance), context);
+    return internal::makeOwned<internal::FileSinkWriter<T>>(std::move(writer), runtime);
+  }
   const OutputFileConfig& outputFileConfig() const { return options_->fileConfig; }
 
  protected:
   std::unique_ptr<Base> clone() const override { return std::make_unique<FileSink>(*this); }
 
   void open(WriterInitContext& context) override {
-    runtime_ = std::make_unique<internal::FileSinkRuntime>(options_);
+    if (!runtime_) runtime_ = std::make_unique<internal::FileSinkRuntime>(options_);
     runtime_->open(context);
   }
   FileSinkTransaction beginTransaction() override { return runtime_->beginTransaction(); }
@@ -651,6 +748,9 @@ class FileSink final : public TwoPhaseCommitSink<T, FileSinkTransaction> {
   void commit(const FileSinkTransaction& txn) override { runtime_->commit(txn); }
   void abort(const FileSinkTransaction& txn) override {
     runtime_->abort(txn, &txn == this->currentTransaction());
+  }
+  void recoverAndCommit(const FileSinkTransaction& txn) override {
+    runtime_->recoverAndCommit(txn);
   }
   void recoverAndAbort(const FileSinkTransaction& txn) override { runtime_->recoverAndAbort(txn); }
   void close() override {
@@ -696,7 +796,7 @@ class FileSink final : public TwoPhaseCommitSink<T, FileSinkTransaction> {
   std::shared_ptr<const internal::FileSinkOptions> options_;
   std::shared_ptr<const Encoder<T>> encoder_;
   std::shared_ptr<const BucketAssigner<T>> assigner_;
-  std::unique_ptr<internal::FileSinkRuntime> runtime_;  // per subtask, from open()
+  std::unique_ptr<internal::FileSinkRuntime> runtime_;  // per subtask clone
 };
 
 // Flink's FileSink.RowFormatBuilder. Every option is checked when it is set.
@@ -706,7 +806,7 @@ class FileSink<T>::RowFormatBuilder {
   RowFormatBuilder(std::string basePath, std::shared_ptr<const Encoder<T>> encoder)
       : encoder_(std::move(encoder)) {
     if (basePath.empty()) throw SluiceException("FileSink.forRowFormat: the base path is empty");
-    options_.basePath = std::move(basePath);
+    options_.basePath = internal::absoluteBasePath(basePath);
     options_.rollingPolicy = std::make_shared<const DefaultRollingPolicy>();
   }
 

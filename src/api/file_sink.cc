@@ -2,16 +2,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <optional>
 #include <random>
 #include <set>
 #include <system_error>
 
 #include <sluice/file_sink.h>
+#include <sluice/state/operator_state.h>
 #include <sluice/two_phase_commit.h>
 
 #include "core/logging.h"
@@ -294,6 +297,99 @@ void removeIfExists(const std::string& path) {
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) fail("cannot delete", path, errno);
 }
 
+// `path` as the file system resolves it now, for messages: absolute, with a
+// note when the stored path is relative.
+std::string resolvedForMessage(const std::string& path) {
+  if (!path.empty() && path.front() == '/') return "'" + path + "'";
+  std::error_code ec;
+  const fs::path cwd = fs::current_path(ec);
+  if (ec) return "'" + path + "' (relative; the working directory is unreadable: " + ec.message() + ")";
+  return "'" + (cwd / path).lexically_normal().string() + "' (the relative path '" + path +
+         "' of a checkpoint written by an older version, resolved against the working "
+         "directory; restore from the directory the job was started in)";
+}
+
+bool isHexDigit(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
+
+// Parses digits (at most `maxDigits`) into `out`.
+bool parseDigits(std::string_view s, size_t maxDigits, int64_t& out) {
+  if (s.empty() || s.size() > maxDigits) return false;
+  out = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    out = out * 10 + (c - '0');
+  }
+  return true;
+}
+
+// An in-progress file name of this sink's part prefix,
+// ".<prefix>-<uuid>-<subtask>-<counter>.inprogress", split up.
+struct InProgressName {
+  std::string_view writer;  // ".<prefix>-<uuid>-<subtask>-"
+  int64_t subtask = 0;
+  int64_t counter = 0;
+};
+
+std::optional<InProgressName> parseInProgressName(std::string_view name,
+                                                  const std::string& partPrefix) {
+  if (name.size() < 2 + partPrefix.size() || name[0] != '.' ||
+      name.compare(1, partPrefix.size(), partPrefix) != 0 || name[1 + partPrefix.size()] != '-' ||
+      !name.ends_with(kInProgressSuffix)) {
+    return std::nullopt;
+  }
+  const size_t stem = partPrefix.size() + 2;
+  const std::string_view rest = name.substr(stem, name.size() - stem - kInProgressSuffix.size());
+  // <uuid>: 8-4-4-4-12 lower-case hex digits, as newUuid() writes it.
+  if (rest.size() < 37 || rest[36] != '-') return std::nullopt;
+  for (size_t i = 0; i < 36; ++i) {
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? rest[i] != '-' : !isHexDigit(rest[i])) return std::nullopt;
+  }
+  const std::string_view tail = rest.substr(37);
+  const size_t dash = tail.find('-');
+  if (dash == std::string_view::npos) return std::nullopt;
+  InProgressName out;
+  if (!parseDigits(tail.substr(0, dash), 9, out.subtask) ||
+      !parseDigits(tail.substr(dash + 1), 18, out.counter)) {
+    return std::nullopt;
+  }
+  out.writer = name.substr(0, stem + 37 + dash + 1);
+  return out;
+}
+
+// Calls `fn(path, name)` for every regular file below `root` whose name
+// starts with '.' and ends in ".inprogress", without following symbolic
+// links. Directories that vanish meanwhile (other subtasks) are skipped;
+// other errors are logged and end the walk of that directory.
+template <class F>
+void forEachHiddenInProgressFile(const std::string& root, F&& fn) {
+  std::vector<fs::path> dirs{fs::path(root)};
+  while (!dirs.empty()) {
+    const fs::path dir = std::move(dirs.back());
+    dirs.pop_back();
+    std::error_code ec;
+    fs::directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
+    for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      std::error_code typeError;
+      const fs::file_status st = it->symlink_status(typeError);
+      if (typeError) continue;  // gone meanwhile
+      if (fs::is_directory(st)) {
+        dirs.push_back(it->path());
+        continue;
+      }
+      if (!fs::is_regular_file(st)) continue;
+      const std::string name = it->path().filename().string();
+      if (name.front() == '.' && std::string_view(name).ends_with(kInProgressSuffix)) {
+        fn(it->path().string(), std::string_view(name));
+      }
+    }
+    if (ec && ec != std::errc::no_such_file_or_directory) {
+      log::warn("FileSink: could not look through '{}' for in-progress files to delete: {}",
+                dir.string(), ec.message());
+    }
+  }
+}
+
 // The directory of bucket `bucketId` below `basePath`; throws when the id is
 // not a relative path inside it.
 std::string bucketDirectory(const std::string& basePath, const std::string& bucketId) {
@@ -317,6 +413,19 @@ std::string bucketDirectory(const std::string& basePath, const std::string& buck
 }
 
 }  // namespace
+
+std::string absoluteBasePath(const std::string& basePath) {
+  if (basePath.front() == '/') return basePath;
+  std::error_code ec;
+  const fs::path cwd = fs::current_path(ec);
+  if (ec) {
+    throw SluiceException("FileSink.forRowFormat: cannot resolve the relative base path '" +
+                          basePath + "': cannot read the working directory: " + ec.message());
+  }
+  std::string out = (cwd / basePath).lexically_normal().string();
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  return out;
+}
 
 // One part file being written: an fd and a buffer.
 class FileSinkRuntime::PartFile {
@@ -384,6 +493,21 @@ FileSinkRuntime::FileSinkRuntime(std::shared_ptr<const FileSinkOptions> options)
 
 FileSinkRuntime::~FileSinkRuntime() { *alive_ = false; }
 
+void FileSinkRuntime::initializeWriterState(OperatorStateBackend& state, bool restored) {
+  writersState_ = &state.getUnionListState(ListStateDescriptor<std::string>(kFileSinkWritersStateName));
+  restored_ = restored;
+  if (restored) {
+    for (std::string& w : writersState_->get()) knownWriters_.insert(std::move(w));
+  }
+  writersState_->clear();
+}
+
+void FileSinkRuntime::snapshotWriterState() {
+  // The restored transactions were all committed or aborted when the writer
+  // started, so a checkpoint names only this writer's files.
+  if (writersState_ != nullptr) writersState_->update({inProgressPrefix_});
+}
+
 void FileSinkRuntime::open(WriterInitContext& context) {
   context_ = &context;
   createDirectories("base directory", options_->basePath);
@@ -398,6 +522,10 @@ void FileSinkRuntime::open(WriterInitContext& context) {
 }
 
 FileSinkTransaction FileSinkRuntime::beginTransaction() {
+  if (!started_) {
+    started_ = true;
+    deleteAbandonedFiles();
+  }
   FileSinkTransaction txn;
   txn.basePath = options_->basePath;
   txn.inProgressPrefix = inProgressPrefix_;
@@ -497,9 +625,10 @@ void FileSinkRuntime::commit(const FileSinkTransaction& txn) {
     struct stat st;
     if (err == ENOENT) {
       if (::stat(p.finalPath.c_str(), &st) == 0) continue;  // committed before
-      throw SluiceException("FileSink: cannot commit part file '" + p.inProgressPath + "' as '" +
-                            p.finalPath +
-                            "': neither exists (the pending file was deleted outside the sink; "
+      throw SluiceException("FileSink: cannot commit part file " +
+                            resolvedForMessage(p.inProgressPath) + " as " +
+                            resolvedForMessage(p.finalPath) +
+                            ": neither exists (the pending file was deleted outside the sink; "
                             "its data is lost)");
     }
     throw SluiceException("FileSink: cannot commit part file '" + p.inProgressPath + "' as '" +
@@ -519,41 +648,92 @@ void FileSinkRuntime::abort(const FileSinkTransaction& txn, bool open) {
   for (const FileSinkPart& p : txn.parts) removeIfExists(p.inProgressPath);
 }
 
+void FileSinkRuntime::recoverAndCommit(const FileSinkTransaction& txn) {
+  if (!txn.inProgressPrefix.empty()) knownWriters_.insert(txn.inProgressPrefix);
+  commit(txn);
+}
+
 void FileSinkRuntime::recoverAndAbort(const FileSinkTransaction& txn) {
   for (const FileSinkPart& p : txn.parts) removeIfExists(p.inProgressPath);
   // The failed writer may have opened more part files after the checkpoint
   // (the restored state does not know them): every in-progress file of that
-  // writer numbered from this transaction's first counter on.
+  // writer numbered from this transaction's first counter on. The first
+  // beginTransaction() deletes them, in one walk with the abandoned files.
   if (txn.inProgressPrefix.empty()) return;
-  std::error_code ec;
-  if (!fs::exists(txn.basePath, ec)) return;
-  std::vector<std::string> doomed;
-  fs::recursive_directory_iterator it(txn.basePath, fs::directory_options::skip_permission_denied,
-                                      ec);
-  for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.size() <= txn.inProgressPrefix.size() + kInProgressSuffix.size()) continue;
-    if (name.compare(0, txn.inProgressPrefix.size(), txn.inProgressPrefix) != 0) continue;
-    if (!std::string_view(name).ends_with(kInProgressSuffix)) continue;
-    const std::string_view digits = std::string_view(name).substr(
-        txn.inProgressPrefix.size(),
-        name.size() - txn.inProgressPrefix.size() - kInProgressSuffix.size());
-    int64_t counter = 0;
-    bool numeric = !digits.empty() && digits.size() < 19;
-    for (char c : digits) {
-      if (c < '0' || c > '9') {
-        numeric = false;
-        break;
+  knownWriters_.insert(txn.inProgressPrefix);
+  aborted_.push_back(AbortedWriter{txn.basePath, txn.inProgressPrefix, txn.firstCounter});
+  if (started_) deleteAbandonedFiles();
+}
+
+void FileSinkRuntime::deleteAbandonedFiles() {
+  const int subtask = context_->getSubtaskId();
+  const int parallelism = std::max(1, context_->getNumberOfParallelSubtasks());
+  // A restored checkpoint that names no writer was written by a version
+  // without the writers state: which writers it refers to is unknown.
+  const bool abandoned = !restored_ || !knownWriters_.empty();
+  if (!abandoned) {
+    log::info(
+        "FileSink (subtask {}): the restored checkpoint does not name its writers (it was "
+        "written by an older version); abandoned in-progress files below '{}' are deleted from "
+        "the next restore on",
+        subtask, options_->basePath);
+  }
+  std::set<std::string> roots;
+  if (abandoned) roots.insert(options_->basePath);
+  for (const AbortedWriter& a : aborted_) roots.insert(a.basePath);
+
+  std::set<std::string> afterCheckpoint;  // of restored open transactions
+  std::set<std::string> orphans;          // of writers no checkpoint names
+  for (const std::string& root : roots) {
+    std::error_code ec;
+    if (!fs::exists(root, ec)) continue;
+    const bool ownRoot = abandoned && root == options_->basePath;
+    forEachHiddenInProgressFile(root, [&](const std::string& path, std::string_view name) {
+      for (const AbortedWriter& a : aborted_) {
+        if (name.size() <= a.inProgressPrefix.size() + kInProgressSuffix.size() ||
+            !name.starts_with(a.inProgressPrefix)) {
+          continue;
+        }
+        int64_t counter = 0;
+        const std::string_view digits =
+            name.substr(a.inProgressPrefix.size(),
+                        name.size() - a.inProgressPrefix.size() - kInProgressSuffix.size());
+        if (parseDigits(digits, 18, counter) && counter >= a.firstCounter) {
+          afterCheckpoint.insert(path);
+        }
+        return;
       }
-      counter = counter * 10 + (c - '0');
+      if (!ownRoot) return;
+      const std::optional<InProgressName> parsed =
+          parseInProgressName(name, options_->fileConfig.partPrefix);
+      if (!parsed || parsed->subtask % parallelism != subtask) return;
+      const std::string writer(parsed->writer);
+      if (writer == inProgressPrefix_ || knownWriters_.contains(writer)) return;
+      orphans.insert(path);
+    });
+  }
+  for (const std::string& path : afterCheckpoint) removeIfExists(path);
+
+  size_t removed = 0;
+  std::string examples;
+  for (const std::string& path : orphans) {
+    if (::unlink(path.c_str()) != 0) {
+      if (errno != ENOENT) {
+        log::warn("FileSink: cannot delete abandoned in-progress file '{}': {}", path,
+                  std::strerror(errno));
+      }
+      continue;
     }
-    if (numeric && counter >= txn.firstCounter) doomed.push_back(it->path().string());
+    log::debug("FileSink: deleted abandoned in-progress file '{}'", path);
+    if (removed < 3) examples += (removed == 0 ? "'" : ", '") + path + "'";
+    ++removed;
   }
-  if (ec) {
-    log::warn("FileSink: could not look through '{}' for in-progress files to delete: {}",
-              txn.basePath, ec.message());
+  if (removed > 0) {
+    log::info(
+        "FileSink (subtask {}): deleted {} abandoned in-progress file(s) below '{}', left by "
+        "writers that no restored checkpoint names: {}{}",
+        subtask, removed, options_->basePath, examples, removed > 3 ? ", ..." : "");
   }
-  for (const std::string& path : doomed) removeIfExists(path);
 }
 
 void FileSinkRuntime::close() {

@@ -200,6 +200,41 @@ void writeAll(OperatorHarness<std::string>& h, const std::vector<std::string>& v
   for (const std::string& v : values) h.processElement(0, v);
 }
 
+// The subtask indices of the hidden in-progress files below `base` (this
+// sink's prefix "part"), sorted; fails the test on another hidden name.
+std::vector<int> hiddenSubtasks(const std::string& base) {
+  std::vector<int> out;
+  for (const std::string& rel : list(base).hidden) {
+    std::string name = fs::path(rel).filename().string();
+    Part p;
+    if (!name.starts_with(".") || !name.ends_with(".inprogress") ||
+        !parsePartName(std::string_view(name).substr(1), "part", ".inprogress", p)) {
+      ADD_FAILURE() << "unexpected hidden file " << rel;
+      continue;
+    }
+    out.push_back(p.subtask);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Changes the process's working directory for one scope.
+class WorkingDirectory {
+ public:
+  explicit WorkingDirectory(const fs::path& dir) : saved_(fs::current_path()) {
+    fs::current_path(dir);
+  }
+  ~WorkingDirectory() {
+    std::error_code ec;
+    fs::current_path(saved_, ec);
+  }
+  WorkingDirectory(const WorkingDirectory&) = delete;
+  WorkingDirectory& operator=(const WorkingDirectory&) = delete;
+
+ private:
+  fs::path saved_;
+};
+
 // --- exactly once ---------------------------------------------------------------------------
 
 TEST(FileSinkTest, NothingIsVisibleBeforeTheCheckpointCompletes) {
@@ -354,7 +389,7 @@ TEST(FileSinkTest, CommitOfAPendingFileDeletedBehindTheSinksBackFailsLoudly) {
     h.notifyCheckpointComplete(1);
     FAIL() << "expected SluiceException";
   } catch (const SluiceException& e) {
-    EXPECT_THAT(e.what(), HasSubstr(l.hidden[0]));
+    EXPECT_THAT(e.what(), HasSubstr("'" + (dir / l.hidden[0]) + "'")) << "the full path";
     EXPECT_THAT(e.what(), HasSubstr("neither exists"));
   }
 }
@@ -402,6 +437,239 @@ void rescale(int oldParallelism, int newParallelism) {
 TEST(FileSinkTest, RescaleTwoToOneCommitsEveryPendingTransactionOnce) { rescale(2, 1); }
 TEST(FileSinkTest, RescaleOneToTwoCommitsEveryPendingTransactionOnce) { rescale(1, 2); }
 TEST(FileSinkTest, RescaleThreeToTwo) { rescale(3, 2); }
+
+// One subtask leaves checkpoints 1, 2 and 3 pending (no notification
+// arrives); three subtasks restore from 3 and split the pending
+// transactions, so subtasks commit files named with another subtask's index.
+// Each subtask's clean-up at the start must leave those files alone.
+TEST(FileSinkTest, RescaleSplitsPendingTransactionsAndNoSubtaskDeletesAnothersFiles) {
+  TempDir dir;
+  auto sink = lineSink(dir.str());
+  std::vector<std::string> expected;
+  CapturedSnapshot snap;
+  {
+    OperatorHarness<std::string> h(sinkOperator(sink));
+    h.open();
+    for (int cp = 1; cp <= 3; ++cp) {
+      const auto values = numbered("c" + std::to_string(cp) + "-", 0, 3);
+      writeAll(h, values);
+      expected.insert(expected.end(), values.begin(), values.end());
+      snap = h.snapshot(cp);
+    }
+    writeAll(h, {"replayed"});
+    h.crash();
+  }
+  ASSERT_EQ(list(dir.str()).hidden.size(), 4u);
+  auto restores = redistribute({snap}, 3);
+  std::vector<std::unique_ptr<OperatorHarness<std::string>>> hs;
+  for (int i = 0; i < 3; ++i) {
+    hs.push_back(std::make_unique<OperatorHarness<std::string>>(sinkOperator(sink), i, 3));
+    hs.back()->open(&restores[i]);
+  }
+  EXPECT_EQ(visibleLines(dir.str()), sortedLines(expected));
+  EXPECT_THAT(list(dir.str()).hidden, IsEmpty());
+}
+
+// --- abandoned in-progress files --------------------------------------------------------------
+
+// Every restart attempt fails before its first checkpoint completes (the
+// checkpoint it took never completes). Each restore deletes what the earlier
+// attempts left; the output is exactly once.
+TEST(FileSinkCleanupTest, RestartsThatFailBeforeTheirFirstCheckpointLeaveNoHiddenFiles) {
+  TempDir dir;
+  auto sink = lineSink(dir.str());
+  const std::vector<std::string> committed = numbered("a", 0, 3);
+  CapturedSnapshot snap;
+  {
+    OperatorHarness<std::string> h(sinkOperator(sink));
+    h.open();
+    writeAll(h, committed);
+    snap = h.snapshot(1);
+    writeAll(h, {"replayed"});
+    h.crash();
+  }
+  auto restores = redistribute({snap}, 1);
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    OperatorHarness<std::string> h(sinkOperator(sink));
+    h.open(&restores[0]);
+    EXPECT_THAT(list(dir.str()).hidden, IsEmpty())
+        << "attempt " << attempt << ": what earlier attempts left is gone";
+    writeAll(h, numbered("r" + std::to_string(attempt) + "-", 0, 2));
+    h.snapshot(2 + attempt);  // never completes
+    writeAll(h, {"more"});
+    EXPECT_EQ(list(dir.str()).hidden.size(), 2u) << "a pending and an in-progress file";
+    h.crash();
+  }
+  OperatorHarness<std::string> h(sinkOperator(sink));
+  h.open(&restores[0]);
+  EXPECT_THAT(list(dir.str()).hidden, IsEmpty());
+  writeAll(h, {"b"});
+  h.snapshot(10);
+  h.notifyCheckpointComplete(10);
+  std::vector<std::string> all = committed;
+  all.push_back("b");
+  EXPECT_EQ(visibleLines(dir.str()), sortedLines(all));
+  EXPECT_THAT(list(dir.str()).hidden, IsEmpty());
+}
+
+// Parallelism 2: an attempt fails before its first checkpoint; in the next
+// one subtask 1 starts (and writes) before subtask 0. Each deletes only the
+// abandoned file with its own index, never the other's live file.
+TEST(FileSinkCleanupTest, EachSubtaskDeletesOnlyTheAbandonedFilesItOwns) {
+  TempDir dir;
+  auto sink = lineSink(dir.str());
+  std::vector<std::string> expected;
+  std::vector<CapturedSnapshot> snaps;
+  {
+    std::vector<std::unique_ptr<OperatorHarness<std::string>>> hs;
+    for (int i = 0; i < 2; ++i) {
+      hs.push_back(std::make_unique<OperatorHarness<std::string>>(sinkOperator(sink), i, 2));
+      hs[i]->open();
+      const auto values = numbered("s" + std::to_string(i) + "-a", 0, 2);
+      writeAll(*hs[i], values);
+      expected.insert(expected.end(), values.begin(), values.end());
+    }
+    for (auto& h : hs) snaps.push_back(h->snapshot(1));
+    for (auto& h : hs) h->crash();
+  }
+  auto restores = redistribute(snaps, 2);
+  {
+    std::vector<std::unique_ptr<OperatorHarness<std::string>>> hs;
+    for (int i = 0; i < 2; ++i) {
+      hs.push_back(std::make_unique<OperatorHarness<std::string>>(sinkOperator(sink), i, 2));
+      hs[i]->open(&restores[i]);
+      writeAll(*hs[i], {"lost"});
+    }
+    for (auto& h : hs) h->crash();
+  }
+  ASSERT_THAT(hiddenSubtasks(dir.str()), ElementsAre(0, 1));
+
+  OperatorHarness<std::string> h1(sinkOperator(sink), 1, 2);
+  h1.open(&restores[1]);
+  EXPECT_THAT(hiddenSubtasks(dir.str()), ElementsAre(0)) << "subtask 0's file is not 1's to delete";
+  writeAll(h1, numbered("s1-b", 0, 2));
+  const std::vector<std::string> live = list(dir.str()).hidden;
+  ASSERT_EQ(live.size(), 2u);
+
+  OperatorHarness<std::string> h0(sinkOperator(sink), 0, 2);
+  h0.open(&restores[0]);
+  const Listing l = list(dir.str());
+  ASSERT_EQ(l.hidden.size(), 1u);
+  EXPECT_THAT(live, ::testing::Contains(l.hidden[0])) << "subtask 1's live file survives";
+  EXPECT_THAT(hiddenSubtasks(dir.str()), ElementsAre(1));
+
+  writeAll(h0, numbered("s0-b", 0, 2));
+  for (OperatorHarness<std::string>* h : {&h0, &h1}) h->snapshot(2);
+  for (OperatorHarness<std::string>* h : {&h0, &h1}) h->notifyCheckpointComplete(2);
+  for (const std::string& s : numbered("s0-b", 0, 2)) expected.push_back(s);
+  for (const std::string& s : numbered("s1-b", 0, 2)) expected.push_back(s);
+  EXPECT_EQ(visibleLines(dir.str()), sortedLines(expected));
+  EXPECT_THAT(list(dir.str()).hidden, IsEmpty());
+}
+
+// Three subtasks checkpoint (the notification is lost); a restart at
+// parallelism 3 fails before its first checkpoint; the job then restores at
+// parallelism 2, subtask 1 first. Subtask 1 deletes index 1, subtask 0
+// indices 0 and 2 (2 % 2 == 0); every pending file is committed once.
+TEST(FileSinkCleanupTest, ScalingDownDeletesWhatSubtasksThatNoLongerExistLeft) {
+  TempDir dir;
+  auto sink = lineSink(dir.str());
+  std::vector<std::string> expected;
+  std::vector<CapturedSnapshot> snaps;
+  auto attempt = [&](const std::vector<OperatorStateRestore>* restores, bool checkpoint) {
+    std::vector<std::unique_ptr<OperatorHarness<std::string>>> hs;
+    for (int i = 0; i < 3; ++i) {
+      hs.push_back(std::make_unique<OperatorHarness<std::string>>(sinkOperator(sink), i, 3));
+      hs[i]->open(restores == nullptr ? nullptr : &(*restores)[i]);
+      const auto values = numbered("s" + std::to_string(i) + (checkpoint ? "-a" : "-lost"), 0, 2);
+      writeAll(*hs[i], values);
+      if (checkpoint) expected.insert(expected.end(), values.begin(), values.end());
+    }
+    if (checkpoint) {
+      for (auto& h : hs) snaps.push_back(h->snapshot(1));
+    }
+    for (auto& h : hs) h->crash();
+  };
+  attempt(nullptr, true);
+  const auto atThree = redistribute(snaps, 3);
+  attempt(&atThree, false);
+  ASSERT_THAT(hiddenSubtasks(dir.str()), ElementsAre(0, 1, 2));
+
+  const auto atTwo = redistribute(snaps, 2);
+  OperatorHarness<std::string> h1(sinkOperator(sink), 1, 2);
+  h1.open(&atTwo[1]);
+  EXPECT_THAT(hiddenSubtasks(dir.str()), ElementsAre(0, 2));
+  OperatorHarness<std::string> h0(sinkOperator(sink), 0, 2);
+  h0.open(&atTwo[0]);
+  EXPECT_THAT(list(dir.str()).hidden, IsEmpty());
+  EXPECT_EQ(visibleLines(dir.str()), sortedLines(expected));
+}
+
+// A fresh start deletes abandoned in-progress files of its prefix and index
+// in every bucket, and nothing else: not finished files, not other prefixes,
+// not names it did not write, not other subtasks' files.
+TEST(FileSinkCleanupTest, FreshStartDeletesOnlyItsOwnAbandonedInProgressFiles) {
+  TempDir dir;
+  const std::string uuid = "0123abcd-4567-4abc-8def-0123456789ab";
+  fs::create_directories(dir / "b/c");
+  const std::vector<std::string> kept = {
+      "part-" + uuid + "-0-0",                    // finished
+      ".other-" + uuid + "-0-0.inprogress",       // another prefix
+      ".part-not-a-uuid-0-0.inprogress",          // not a name the sink writes
+      ".part-" + uuid + "-0-x.inprogress",        // nor this
+      ".part-" + uuid + "-0-1.pending",           // nor this
+      "b/c/.part-" + uuid + "-1-0.inprogress",    // subtask 1's
+  };
+  const std::vector<std::string> ownedBy0 = {".part-" + uuid + "-0-7.inprogress",
+                                             "b/.part-" + uuid + "-0-0.inprogress",
+                                             "b/c/.part-" + uuid + "-2-0.inprogress"};
+  for (const std::string& f : kept) dir.write(f, "x");
+  for (const std::string& f : ownedBy0) dir.write(f, "x");
+
+  auto sink = lineSink(dir.str());
+  OperatorHarness<std::string> h(sinkOperator(sink), 0, 2);
+  h.open();
+  for (const std::string& f : kept) EXPECT_TRUE(fs::exists(dir / f)) << f;
+  for (const std::string& f : ownedBy0) EXPECT_FALSE(fs::exists(dir / f)) << f;
+
+  OperatorHarness<std::string> h1(sinkOperator(sink), 1, 2);
+  h1.open();
+  EXPECT_FALSE(fs::exists(dir / kept.back()));
+}
+
+// A relative base path is resolved when the sink is built: the restore runs
+// with the process in another working directory and commits the files where
+// they were written.
+TEST(FileSinkTest, RelativeBasePathIsResolvedWhenBuiltSoARestoreElsewhereCommits) {
+  TempDir a;
+  TempDir b;
+  std::optional<FileSink<std::string>> sink;
+  CapturedSnapshot snap;
+  {
+    WorkingDirectory cwd(a.path());
+    sink.emplace(lineSink("out/x/"));
+    EXPECT_EQ(sink->basePath(), (fs::current_path() / "out/x").string());
+    OperatorHarness<std::string> h(sinkOperator(*sink));
+    h.open();
+    writeAll(h, {"one", "two"});
+    snap = h.snapshot(1);
+    writeAll(h, {"three"});
+    h.crash();
+  }
+  {
+    WorkingDirectory cwd(b.path());
+    OperatorHarness<std::string> h(sinkOperator(*sink));
+    auto restores = redistribute({snap}, 1);
+    h.open(&restores[0]);
+    writeAll(h, {"three"});
+    h.snapshot(2);
+    h.notifyCheckpointComplete(2);
+    h.close();
+  }
+  EXPECT_THAT(visibleLines(a / "out/x"), ElementsAre("one", "three", "two"));
+  EXPECT_THAT(list(a / "out/x").hidden, IsEmpty());
+  EXPECT_FALSE(fs::exists(b / "out"));
+}
 
 TEST(FileSinkTest, EndOfInputCommitsEverything) {
   TempDir dir;
