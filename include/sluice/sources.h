@@ -13,7 +13,8 @@
 //   TextLineFileSource    the lines of a file, or of every file in a directory
 //                         (one split per file). Bounded.
 //   SocketTextSource      lines from a TCP socket until it closes
-//                         (non-parallel, at-most-once).
+//                         (non-parallel, at-most-once), each at most a
+//                         configured length.
 //
 // Common reader behaviour: a reader asks for a split when it starts with none
 // and again whenever it has finished its last one; it ends (kEndOfInput) once
@@ -38,6 +39,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -529,15 +531,60 @@ class TextLineFileSource final : public Source<std::string, FileSplit> {
   size_t readBufferSize_;
 };
 
+class Configuration;
+
+// What SocketTextSource does with a line longer than its maximum.
+enum class OversizedLinePolicy {
+  kFail,      // the source fails (the job fails; the restart strategy decides)
+  kTruncate,  // the first maxLineLength bytes are emitted, the rest is dropped
+};
+
+// Limits of a SocketTextSource, by default those of the source.socket.* keys
+// (see docs/configuration.md).
+struct SocketTextSourceOptions {
+  // The longest line, in bytes, without its delimiter (and without the '\r'
+  // dropped before a '\n'). Must be >= 1.
+  // Default: 1 mb (source.socket.max-line-length)
+  size_t maxLineLength = size_t{1} << 20;
+  // Default: kFail (source.socket.oversized-lines = fail)
+  OversizedLinePolicy oversizedLines = OversizedLinePolicy::kFail;
+  // How long one connect() to one address may take. Must be > 0.
+  // Default: 10 s (source.socket.connect-timeout)
+  std::chrono::milliseconds connectTimeout{10000};
+
+  // The three source.socket.* keys of `config`, defaults where unset. Throws
+  // SluiceException for a value out of range or an unknown policy, naming
+  // the key, the value and where it was set:
+  //   "source.socket.oversized-lines: unknown policy 'drop'; use fail or
+  //    truncate (from -D)"
+  static SocketTextSourceOptions fromConfiguration(const Configuration& config);
+};
+
 // Lines from a TCP socket (socketTextStream). Non-parallel: run it with
 // parallelism 1.
 //
 // The reader starts a fetcher thread that connects to host:port (IPv4 or
 // IPv6, every address getaddrinfo returns, in order), reads, cuts the bytes at
 // `delimiter` (a "\r" before a '\n' delimiter is dropped) and puts the lines
-// into a bounded queue (kQueueCapacity lines). When the queue is full the
-// fetcher stops reading, so TCP flow control pushes back on the sender.
-// pollNext takes lines from the queue without blocking.
+// into a bounded queue (kQueueCapacity lines and kQueueCapacityBytes bytes,
+// but always room for one line). When the queue is full the fetcher stops
+// reading, so TCP flow control pushes back on the sender. pollNext takes
+// lines from the queue without blocking.
+//
+// Each connect() is non-blocking and gives up after options.connectTimeout
+// ("socketTextStream: cannot connect to <host>:<port>: timed out after
+// 10 s" when it was the last address and no retries are left).
+//
+// Line length: the fetcher holds at most options.maxLineLength bytes of one
+// line (plus one for a possible '\r'), whatever the peer sends, so memory is
+// bounded by the reader's 64 kb receive buffer, that, and the queue. A
+// longer line, under kFail, fails the source at once, without waiting for
+// its delimiter and without reconnecting even if retries are left:
+// "socketTextStream: a line from <host>:<port> exceeds
+// source.socket.max-line-length (1 mb)". Under kTruncate its first
+// maxLineLength bytes are emitted as soon as they are in, the rest is read
+// and dropped up to the next delimiter, and a warning with the number of
+// bytes dropped is logged for the first such line and every 1000th after.
 //
 // When the peer closes the connection, the source reconnects if retries are
 // left (below) and otherwise ends after emitting the text after the last
@@ -561,13 +608,21 @@ class TextLineFileSource final : public Source<std::string, FileSplit> {
 class SocketTextSource final : public Source<std::string, SocketSplit> {
  public:
   static constexpr size_t kQueueCapacity = 1024;
+  static constexpr size_t kQueueCapacityBytes = size_t{16} << 20;
   static constexpr std::chrono::milliseconds kRetryDelay{500};
+  // Under kTruncate, a warning is logged for the first truncated line and
+  // then for every this many.
+  static constexpr int64_t kTruncationWarningEvery = 1000;
 
-  SocketTextSource(std::string host, int port, char delimiter = '\n', int64_t maxRetry = 0);
+  // Throws SluiceException for an empty host, a port outside [0, 65535], or
+  // options out of range (maxLineLength 0, connectTimeout <= 0).
+  SocketTextSource(std::string host, int port, char delimiter = '\n', int64_t maxRetry = 0,
+                   SocketTextSourceOptions options = {});
 
   bool isNonParallel() const { return true; }
   const std::string& getHost() const { return host_; }
   int getPort() const { return port_; }
+  const SocketTextSourceOptions& getOptions() const { return options_; }
   Boundedness getBoundedness() const override { return Boundedness::kContinuousUnbounded; }
   std::unique_ptr<SplitEnumerator<SocketSplit>> createEnumerator(
       SplitEnumeratorContext<SocketSplit>& context) const override;
@@ -583,6 +638,7 @@ class SocketTextSource final : public Source<std::string, SocketSplit> {
   int port_;
   char delimiter_;
   int64_t maxRetry_;
+  SocketTextSourceOptions options_;
 };
 
 }  // namespace sluice

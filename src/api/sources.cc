@@ -9,14 +9,18 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <thread>
 #include <utility>
 
+#include <sluice/core/config.h>
+#include <sluice/core/config_options.h>
 #include <sluice/sources.h>
 
 #include "core/logging.h"
@@ -314,15 +318,27 @@ std::string hostPort(const std::string& host, int port) {
   return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
+// The line being cut, carried across reconnects like Flink's partial line.
+struct PartialLine {
+  std::string text;      // at most maxLineLength (+1 for a '\r') bytes
+  bool dropping = false;  // kTruncate: the line was emitted; drop to the delimiter
+  uint64_t dropped = 0;   // bytes dropped of the current line
+};
+
 class SocketTextReader final : public SourceReader<std::string, SocketSplit> {
  public:
   SocketTextReader(SourceReaderContext& context, std::string host, int port, char delimiter,
-                   int64_t maxRetry)
+                   int64_t maxRetry, const SocketTextSourceOptions& options)
       : context_(context),
         host_(std::move(host)),
         port_(port),
         delimiter_(delimiter),
         maxRetry_(maxRetry),
+        maxLine_(options.maxLineLength),
+        // Room for a '\r' that turns out to precede the '\n' and is dropped.
+        holdLimit_(options.maxLineLength + (delimiter == '\n' ? 1 : 0)),
+        truncate_(options.oversizedLines == OversizedLinePolicy::kTruncate),
+        connectTimeout_(options.connectTimeout),
         where_(hostPort(host_, port_)) {}
 
   ~SocketTextReader() override { close(); }
@@ -340,6 +356,7 @@ class SocketTextReader final : public SourceReader<std::string, SocketSplit> {
       std::lock_guard lock(mu_);
       const size_t n = std::min<size_t>(queue_.size(), kMaxRecordsPerPoll);
       for (size_t i = 0; i < n; ++i) {
+        queuedBytes_ -= queue_.front().size();
         batch_.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
@@ -347,7 +364,7 @@ class SocketTextReader final : public SourceReader<std::string, SocketSplit> {
     }
     if (!batch_.empty()) {
       notFull_.notify_one();
-      for (const auto& line : batch_) output.collect(line);
+      for (auto& line : batch_) output.collect(std::move(line));
       batch_.clear();
       return InputStatus::kMoreAvailable;
     }
@@ -379,17 +396,23 @@ class SocketTextReader final : public SourceReader<std::string, SocketSplit> {
   }
 
  private:
-  enum class Outcome { kEnded, kFailed, kStopped };
+  enum class Outcome {
+    kEnded,     // the connection (or the connect) succeeded and ended
+    kFailed,    // connect or read failed: retried if retries are left
+    kTooLong,   // kFail and a line over the limit: never retried
+    kStopped,   // close() was called
+  };
 
   // The fetcher thread.
   void fetch() {
     log::setThreadName("socketTextStream " + where_);
-    std::string partial;  // text after the last delimiter; kept across reconnects
+    PartialLine line;
     std::string error;
     int64_t retries = 0;
     for (;;) {
-      const Outcome o = connectAndRead(partial, error);
+      const Outcome o = connectAndRead(line, error);
       if (o == Outcome::kStopped) return;
+      if (o == Outcome::kTooLong) break;
       if (maxRetry_ >= 0 && retries >= maxRetry_) break;
       ++retries;
       log::warn("{}; reconnecting in {} ms (retry {}{})",
@@ -402,7 +425,18 @@ class SocketTextReader final : public SourceReader<std::string, SocketSplit> {
     // Done: the tail is a last line when the stream ended cleanly, as in
     // Flink; after a failure it is dropped with the job.
     std::vector<std::string> last;
-    if (error.empty() && !partial.empty()) last.push_back(std::move(partial));
+    if (error.empty()) {
+      if (line.dropping) {
+        noteTruncated(line);
+      } else if (!line.text.empty()) {
+        // No delimiter follows, so a held '\r' is part of the line.
+        if (line.text.size() > maxLine_) {
+          if (tooLong(line, 0, last, error)) noteTruncated(line);
+        } else {
+          last.push_back(std::move(line.text));
+        }
+      }
+    }
     if (!push(last)) return;
     {
       std::lock_guard lock(mu_);
@@ -413,11 +447,11 @@ class SocketTextReader final : public SourceReader<std::string, SocketSplit> {
   }
 
   // One connection: connects, reads until EOF, an error or stop.
-  Outcome connectAndRead(std::string& partial, std::string& error) {
+  Outcome connectAndRead(PartialLine& line, std::string& error) {
     int fd = -1;
     Outcome o = connect(fd, error);
     if (o != Outcome::kEnded) return o;
-    o = readLoop(fd, partial, error);
+    o = readLoop(fd, line, error);
     ::close(fd);
     return o;
   }
@@ -434,27 +468,35 @@ class SocketTextReader final : public SourceReader<std::string, SocketSplit> {
       return Outcome::kFailed;
     }
     int lastErr = ECONNREFUSED;
+    bool lastTimedOut = false;
     Outcome result = Outcome::kFailed;
     for (addrinfo* a = addrs; a != nullptr; a = a->ai_next) {
       const int fd =
           ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
       if (fd < 0) {
         lastErr = errno;
+        lastTimedOut = false;
         continue;
       }
       int rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
+      bool timedOut = false;
       if (rc != 0 && errno == EINPROGRESS) {
-        const int ready = waitFor(fd, POLLOUT);
+        const int ready = waitFor(fd, POLLOUT, connectTimeout_);
         if (ready < 0) {
           ::close(fd);
           result = Outcome::kStopped;
           break;
         }
-        int soErr = 0;
-        socklen_t len = sizeof(soErr);
-        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &soErr, &len);
-        rc = soErr == 0 ? 0 : -1;
-        errno = soErr;
+        if (ready > 0) {
+          timedOut = true;
+          errno = ETIMEDOUT;
+        } else {
+          int soErr = 0;
+          socklen_t len = sizeof(soErr);
+          ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &soErr, &len);
+          rc = soErr == 0 ? 0 : -1;
+          errno = soErr;
+        }
       }
       if (rc == 0) {
         out = fd;
@@ -462,16 +504,19 @@ class SocketTextReader final : public SourceReader<std::string, SocketSplit> {
         break;
       }
       lastErr = errno;
+      lastTimedOut = timedOut;
       ::close(fd);
     }
     ::freeaddrinfo(addrs);
     if (result == Outcome::kFailed) {
-      error = "socketTextStream: cannot connect to " + where_ + ": " + errnoText(lastErr);
+      error = "socketTextStream: cannot connect to " + where_ + ": " +
+              (lastTimedOut ? "timed out after " + formatDuration(connectTimeout_)
+                            : errnoText(lastErr));
     }
     return result;
   }
 
-  Outcome readLoop(int fd, std::string& partial, std::string& error) {
+  Outcome readLoop(int fd, PartialLine& line, std::string& error) {
     std::vector<char> buf(64 << 10);
     std::vector<std::string> lines;
     for (;;) {
@@ -480,7 +525,7 @@ class SocketTextReader final : public SourceReader<std::string, SocketSplit> {
       if (n < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
-          if (waitFor(fd, POLLIN) < 0) return Outcome::kStopped;
+          if (waitFor(fd, POLLIN, std::chrono::milliseconds(-1)) < 0) return Outcome::kStopped;
           continue;
         }
         error = "socketTextStream: error reading from " + where_ + ": " + errnoText(errno);
@@ -488,21 +533,83 @@ class SocketTextReader final : public SourceReader<std::string, SocketSplit> {
       }
       const char* p = buf.data();
       const char* end = p + n;
-      while (p < end) {
+      bool ok = true;
+      while (ok && p < end) {
         const void* d = std::memchr(p, delimiter_, static_cast<size_t>(end - p));
-        if (d == nullptr) {
-          partial.append(p, end);
-          break;
-        }
-        const char* q = static_cast<const char*>(d);
-        partial.append(p, q);
-        if (delimiter_ == '\n' && !partial.empty() && partial.back() == '\r') partial.pop_back();
-        lines.push_back(std::move(partial));
-        partial.clear();
+        const char* q = d == nullptr ? end : static_cast<const char*>(d);
+        ok = append(line, p, q, lines, error);
+        if (!ok || d == nullptr) break;
+        endLine(line, lines);
         p = q + 1;
       }
+      // Lines cut before a too-long one are delivered before the failure.
       if (!push(lines)) return Outcome::kStopped;
+      if (!ok) return Outcome::kTooLong;
     }
+  }
+
+  // Adds [p, q), bytes of the current line, holding at most holdLimit_ of
+  // them. False when the line is too long under kFail (`error` says so).
+  bool append(PartialLine& line, const char* p, const char* q, std::vector<std::string>& lines,
+              std::string& error) {
+    const auto n = static_cast<size_t>(q - p);
+    if (line.dropping) {
+      line.dropped += n;
+      return true;
+    }
+    const size_t take = std::min(n, holdLimit_ - line.text.size());
+    line.text.append(p, take);
+    const size_t rest = n - take;
+    // Over the limit for sure: more bytes than the hold, or a full hold
+    // whose last byte is no '\r' that a '\n' could still drop.
+    const bool over = rest > 0 || (line.text.size() > maxLine_ && line.text.back() != '\r');
+    if (!over) return true;
+    return tooLong(line, rest, lines, error);
+  }
+
+  // The delimiter: emits the line, or ends the dropping of a truncated one.
+  void endLine(PartialLine& line, std::vector<std::string>& lines) {
+    if (line.dropping) {
+      noteTruncated(line);
+      return;
+    }
+    if (delimiter_ == '\n' && !line.text.empty() && line.text.back() == '\r') line.text.pop_back();
+    // append() held at most maxLine_ bytes plus that '\r'.
+    lines.push_back(std::move(line.text));
+    line.text.clear();
+  }
+
+  // A line over the limit whose first line.text bytes are held and `rest`
+  // more were seen. kFail: sets `error`, false. kTruncate: emits the first
+  // maxLine_ bytes and drops the rest up to the delimiter.
+  bool tooLong(PartialLine& line, size_t rest, std::vector<std::string>& lines,
+               std::string& error) {
+    if (!truncate_) {
+      error = "socketTextStream: a line from " + where_ +
+              " exceeds source.socket.max-line-length (" + MemorySize{maxLine_}.toString() + ")";
+      return false;
+    }
+    line.dropped = line.text.size() - maxLine_ + rest;
+    line.text.resize(maxLine_);
+    lines.push_back(std::move(line.text));
+    line.text.clear();
+    line.dropping = true;
+    return true;
+  }
+
+  void noteTruncated(PartialLine& line) {
+    ++truncatedLines_;
+    if (truncatedLines_ % SocketTextSource::kTruncationWarningEvery == 1 ||
+        SocketTextSource::kTruncationWarningEvery == 1) {
+      log::warn(
+          "socketTextStream: a line from {} exceeded source.socket.max-line-length ({}): emitted "
+          "its first {} bytes, dropped {} bytes more ({} lines truncated so far; this warning "
+          "repeats every {})",
+          where_, MemorySize{maxLine_}.toString(), maxLine_, line.dropped, truncatedLines_,
+          SocketTextSource::kTruncationWarningEvery);
+    }
+    line.dropping = false;
+    line.dropped = 0;
   }
 
   // Moves `lines` into the queue, waiting for space; false when stopped.
@@ -511,10 +618,10 @@ class SocketTextReader final : public SourceReader<std::string, SocketSplit> {
     while (i < lines.size()) {
       {
         std::unique_lock lock(mu_);
-        notFull_.wait(lock,
-                      [&] { return stop_ || queue_.size() < SocketTextSource::kQueueCapacity; });
+        notFull_.wait(lock, [&] { return stop_ || hasRoomFor(lines[i]); });
         if (stop_) return false;
-        while (i < lines.size() && queue_.size() < SocketTextSource::kQueueCapacity) {
+        while (i < lines.size() && hasRoomFor(lines[i])) {
+          queuedBytes_ += lines[i].size();
           queue_.push_back(std::move(lines[i++]));
         }
       }
@@ -524,14 +631,36 @@ class SocketTextReader final : public SourceReader<std::string, SocketSplit> {
     return true;
   }
 
-  // Waits until `fd` has `events` or close() is called: 0 ready, -1 stopped.
-  int waitFor(int fd, short events) {
+  // Caller holds mu_. An empty queue takes any line, so one longer than the
+  // byte capacity cannot wedge the fetcher.
+  bool hasRoomFor(const std::string& line) const {
+    if (queue_.empty()) return true;
+    return queue_.size() < SocketTextSource::kQueueCapacity &&
+           queuedBytes_ + line.size() <= SocketTextSource::kQueueCapacityBytes;
+  }
+
+  // Waits until `fd` has `events`, close() is called, or `timeout` passes
+  // (negative: no timeout): 0 ready (or an error the next call reports),
+  // -1 stopped, 1 timed out.
+  int waitFor(int fd, short events, std::chrono::milliseconds timeout) {
     pollfd fds[2] = {{fd, events, 0}, {wakePipe_[0], POLLIN, 0}};
+    // A year at most, so that the deadline cannot overflow the clock.
+    timeout = std::min<std::chrono::milliseconds>(timeout, std::chrono::hours(24 * 365));
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (;;) {
-      const int rc = ::poll(fds, 2, -1);
+      int waitMs = -1;
+      if (timeout.count() >= 0) {
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+                              deadline - std::chrono::steady_clock::now())
+                              .count();
+        if (left <= 0) return 1;
+        waitMs = static_cast<int>(std::min<int64_t>(left, std::numeric_limits<int>::max()));
+      }
+      const int rc = ::poll(fds, 2, waitMs);
       if (rc < 0 && errno == EINTR) continue;
       if (fds[1].revents != 0) return -1;
-      return 0;  // ready, or an error the next call reports
+      if (rc == 0) continue;  // the deadline check above decides
+      return 0;
     }
   }
 
@@ -555,13 +684,19 @@ class SocketTextReader final : public SourceReader<std::string, SocketSplit> {
   const int port_;
   const char delimiter_;
   const int64_t maxRetry_;
+  const size_t maxLine_;    // longest line emitted
+  const size_t holdLimit_;  // most bytes of one line ever held
+  const bool truncate_;     // OversizedLinePolicy::kTruncate
+  const std::chrono::milliseconds connectTimeout_;
   const std::string where_;     // "host:port" for messages
   int wakePipe_[2] = {-1, -1};  // close() writes a byte to stop the fetcher
   std::thread fetcher_;
+  int64_t truncatedLines_ = 0;  // fetcher thread
 
   std::mutex mu_;
   std::condition_variable notFull_;
   std::deque<std::string> queue_;  // guarded by mu_
+  size_t queuedBytes_ = 0;         // guarded by mu_; the sizes of queue_'s lines
   bool finished_ = false;          // guarded by mu_; the fetcher is done
   std::string error_;              // guarded by mu_; set before finished_
   bool stop_ = false;              // guarded by mu_
@@ -569,14 +704,63 @@ class SocketTextReader final : public SourceReader<std::string, SocketSplit> {
   std::vector<std::string> batch_;  // task thread: lines taken from queue_
 };
 
+// " (from -D)" / " (from conf/config.yaml:3)" for a set key, else "".
+std::string setAt(const Configuration& config, std::string_view key) {
+  const std::string source = config.source(key);
+  return source.empty() ? std::string() : " (from " + source + ")";
+}
+
 }  // namespace
 
-SocketTextSource::SocketTextSource(std::string host, int port, char delimiter, int64_t maxRetry)
-    : host_(std::move(host)), port_(port), delimiter_(delimiter), maxRetry_(maxRetry) {
+SocketTextSourceOptions SocketTextSourceOptions::fromConfiguration(const Configuration& config) {
+  SocketTextSourceOptions out;
+  const MemorySize maxLine = config.get(options::kSourceSocketMaxLineLength);
+  if (maxLine.bytes == 0) {
+    throw SluiceException(std::string(options::kSourceSocketMaxLineLength.key) +
+                          " must be at least 1 byte, got " + maxLine.toString() +
+                          setAt(config, options::kSourceSocketMaxLineLength.key));
+  }
+  out.maxLineLength = static_cast<size_t>(
+      std::min<uint64_t>(maxLine.bytes, std::numeric_limits<size_t>::max() / 2));
+  const std::string policy = config.get(options::kSourceSocketOversizedLines);
+  std::string lower = policy;
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "fail") {
+    out.oversizedLines = OversizedLinePolicy::kFail;
+  } else if (lower == "truncate") {
+    out.oversizedLines = OversizedLinePolicy::kTruncate;
+  } else {
+    throw SluiceException(std::string(options::kSourceSocketOversizedLines.key) +
+                          ": unknown policy '" + policy + "'; use fail or truncate" +
+                          setAt(config, options::kSourceSocketOversizedLines.key));
+  }
+  out.connectTimeout = config.get(options::kSourceSocketConnectTimeout);
+  if (out.connectTimeout.count() <= 0) {
+    throw SluiceException(std::string(options::kSourceSocketConnectTimeout.key) +
+                          " must be above 0 ms, got " + formatDuration(out.connectTimeout) +
+                          setAt(config, options::kSourceSocketConnectTimeout.key));
+  }
+  return out;
+}
+
+SocketTextSource::SocketTextSource(std::string host, int port, char delimiter, int64_t maxRetry,
+                                   SocketTextSourceOptions options)
+    : host_(std::move(host)),
+      port_(port),
+      delimiter_(delimiter),
+      maxRetry_(maxRetry),
+      options_(options) {
   if (host_.empty()) throw SluiceException("socketTextStream: the host name is empty");
   if (port < 0 || port > 65535) {
     throw SluiceException("socketTextStream: port " + std::to_string(port) +
                           " is out of range [0, 65535]");
+  }
+  if (options_.maxLineLength == 0) {
+    throw SluiceException("socketTextStream: the maximum line length must be at least 1 byte");
+  }
+  if (options_.connectTimeout.count() <= 0) {
+    throw SluiceException("socketTextStream: the connect timeout must be above 0 ms, got " +
+                          std::to_string(options_.connectTimeout.count()) + " ms");
   }
 }
 
@@ -587,7 +771,8 @@ std::unique_ptr<SplitEnumerator<SocketSplit>> SocketTextSource::createEnumerator
 
 std::unique_ptr<SourceReader<std::string, SocketSplit>> SocketTextSource::createReader(
     SourceReaderContext& context) const {
-  return std::make_unique<SocketTextReader>(context, host_, port_, delimiter_, maxRetry_);
+  return std::make_unique<SocketTextReader>(context, host_, port_, delimiter_, maxRetry_,
+                                            options_);
 }
 
 std::unique_ptr<SplitEnumerator<SocketSplit>> SocketTextSource::restoreEnumerator(

@@ -202,6 +202,25 @@ inline constexpr ConfigOption<int32_t> kRestartStrategyExponentialDelayAttemptsB
     "restart-strategy.exponential-delay.attempts-before-reset-backoff", 2147483647,
     "exponential-delay: restarts before the job fails."};
 
+// ---- sources ----
+
+inline constexpr ConfigOption<MemorySize> kSourceSocketMaxLineLength{
+    "source.socket.max-line-length", MemorySize::ofMebiBytes(1),
+    "socketTextStream: longest line accepted, without its delimiter. The source never holds more "
+    "than this of one line, so a peer that sends no delimiter cannot exhaust memory. Sluice only "
+    "(Flink's socket source has no limit)."};
+
+inline constexpr ConfigOption<std::string> kSourceSocketOversizedLines{
+    "source.socket.oversized-lines", "fail",
+    "socketTextStream: what a line longer than source.socket.max-line-length does. 'fail' fails "
+    "the source; 'truncate' emits the line's first max-line-length bytes, drops the rest up to "
+    "the delimiter and logs a warning. Sluice only."};
+
+inline constexpr ConfigOption<std::chrono::milliseconds> kSourceSocketConnectTimeout{
+    "source.socket.connect-timeout", std::chrono::milliseconds{10000},
+    "socketTextStream: how long one connection attempt to an address may take before it fails "
+    "(and is retried if retries are left). Sluice only."};
+
 // ---- task manager: slots, memory, network ----
 
 inline constexpr ConfigOption<int32_t> kTaskManagerNumberOfTaskSlots{
@@ -280,6 +299,9 @@ inline constexpr std::tuple kAllOptions{
     &kRestartStrategyExponentialDelayResetBackoffThreshold,
     &kRestartStrategyExponentialDelayJitterFactor,
     &kRestartStrategyExponentialDelayAttemptsBeforeResetBackoff,
+    &kSourceSocketMaxLineLength,
+    &kSourceSocketOversizedLines,
+    &kSourceSocketConnectTimeout,
     &kTaskManagerNumberOfTaskSlots,
     &kTaskManagerMemoryManagedSize,
     &kTaskManagerMemorySegmentSize,

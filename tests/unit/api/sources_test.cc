@@ -32,6 +32,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sluice/core/config.h>
+#include <sluice/environment.h>
 #include <sluice/sources.h>
 #include <sluice/testing.h>
 
@@ -749,14 +751,14 @@ TEST(TextLineFileSourceTest, SplitThatBecameAFifoFailsTheReaderWithoutBlocking) 
 
 class Listener {
  public:
-  Listener() {
+  explicit Listener(int backlog = 4) {
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     addr.sin_port = 0;
     if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-        ::listen(fd_, 4) != 0) {
+        ::listen(fd_, backlog) != 0) {
       throw std::runtime_error("cannot listen");
     }
     socklen_t len = sizeof(addr);
@@ -934,6 +936,205 @@ TEST(SocketTextSourceTest, ReconnectsAfterCloseWhenRetriesAreLeft) {
   // The partial line is carried over the reconnect, as in Flink.
   EXPECT_EQ(out.values, (std::vector<std::string>{"first", "partial", "second"}));
   reader->close();
+}
+
+// Sends `data` until done or the peer is gone (the source may fail and close
+// mid-way); returns the bytes sent.
+size_t sendUntilClosed(int fd, const char* data, size_t size) {
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::send(fd, data + done, size - done, MSG_NOSIGNAL);
+    if (n <= 0) break;
+    done += static_cast<size_t>(n);
+  }
+  return done;
+}
+
+// Accepts one connection, sends each part, then keeps the connection open
+// until release() (so a failure cannot come from the peer closing) or
+// closes it at once when `closeAfter`.
+class LineServer {
+ public:
+  LineServer(Listener& listener, std::vector<std::string> parts, bool closeAfter)
+      : thread_([this, &listener, parts = std::move(parts), closeAfter] {
+          const int conn = listener.accept();
+          if (conn < 0) return;
+          for (const auto& part : parts) sendUntilClosed(conn, part.data(), part.size());
+          if (!closeAfter) {
+            std::unique_lock lock(mu_);
+            cv_.wait(lock, [&] { return released_; });
+          }
+          ::close(conn);
+        }) {}
+  ~LineServer() {
+    release();
+    thread_.join();
+  }
+  void release() {
+    {
+      std::lock_guard lock(mu_);
+      released_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool released_ = false;
+  std::thread thread_;
+};
+
+SocketTextSourceOptions lineLimit(size_t bytes, OversizedLinePolicy policy) {
+  SocketTextSourceOptions o;
+  o.maxLineLength = bytes;
+  o.oversizedLines = policy;
+  return o;
+}
+
+// The message pollUntilEnd's SluiceException carries ("ended" / "timeout").
+std::string failureOf(SourceReader<std::string, SocketSplit>& reader, FakeReaderContext& ctx,
+                      VectorOutput<std::string>& out) {
+  try {
+    return pollUntilEnd(reader, ctx, out) ? "ended" : "timeout";
+  } catch (const SluiceException& e) {
+    return e.what();
+  }
+}
+
+TEST(SocketTextSourceTest, OversizedLineFailsAtOnceWithoutItsDelimiterOrARetry) {
+  Listener listener;
+  // A line of exactly the limit (its '\r' is not counted), then one longer
+  // line whose delimiter never comes; the peer stays connected.
+  const std::string exact(1000, 'e');
+  LineServer server(listener, {"first\n", exact + "\r\n", std::string(5000, 'y')}, false);
+  SocketTextSource source("127.0.0.1", listener.port(), '\n', /*maxRetry=*/-1,
+                          lineLimit(1000, OversizedLinePolicy::kFail));
+  FakeReaderContext ctx(0, 1);
+  auto reader = source.createReader(ctx);
+  reader->start();
+  VectorOutput<std::string> out;
+  EXPECT_EQ(failureOf(*reader, ctx, out),
+            "socketTextStream: a line from 127.0.0.1:" + std::to_string(listener.port()) +
+                " exceeds source.socket.max-line-length (1000 bytes)");
+  EXPECT_EQ(out.values, (std::vector<std::string>{"first", exact}));
+  reader->close();
+}
+
+TEST(SocketTextSourceTest, DefaultLimitIsOneMebibyteAndTheFailureNamesIt) {
+  Listener listener;
+  const std::string chunk(size_t{1} << 20, 'z');
+  LineServer server(listener, {chunk, chunk, chunk}, false);  // 3 mb, no newline
+  SocketTextSource source("127.0.0.1", listener.port());
+  EXPECT_EQ(source.getOptions().maxLineLength, size_t{1} << 20);
+  EXPECT_EQ(source.getOptions().oversizedLines, OversizedLinePolicy::kFail);
+  FakeReaderContext ctx(0, 1);
+  auto reader = source.createReader(ctx);
+  reader->start();
+  VectorOutput<std::string> out;
+  EXPECT_EQ(failureOf(*reader, ctx, out),
+            "socketTextStream: a line from 127.0.0.1:" + std::to_string(listener.port()) +
+                " exceeds source.socket.max-line-length (1 mb)");
+  EXPECT_TRUE(out.values.empty());
+  reader->close();
+}
+
+TEST(SocketTextSourceTest, TruncateEmitsTheFirstBytesAndReadsOnAfterTheDelimiter) {
+  Listener listener;
+  const size_t kMax = 1000;
+  // 64 mb without a newline: read and dropped while at most kMax + 1 bytes
+  // of it are held.
+  const std::string chunk(size_t{1} << 20, 'x');
+  std::vector<std::string> parts{"a\n"};
+  for (int i = 0; i < 64; ++i) parts.push_back(chunk);
+  parts.push_back("\nb\n");
+  parts.push_back(std::string(kMax, 'e') + "\r\n");  // exactly the limit: whole
+  parts.push_back(std::string(kMax + 1, 'f') + "\n");  // one byte over
+  parts.push_back(std::string(kMax, 'g') + "\rh\n");   // the '\r' is content here
+  parts.push_back(std::string(3 * kMax, 't'));         // an oversized tail
+  LineServer server(listener, std::move(parts), true);
+  SocketTextSource source("127.0.0.1", listener.port(), '\n', 0,
+                          lineLimit(kMax, OversizedLinePolicy::kTruncate));
+  FakeReaderContext ctx(0, 1);
+  auto reader = source.createReader(ctx);
+  reader->start();
+  VectorOutput<std::string> out;
+  ASSERT_EQ(failureOf(*reader, ctx, out), "ended");
+  EXPECT_EQ(out.values, (std::vector<std::string>{"a", std::string(kMax, 'x'), "b",
+                                                  std::string(kMax, 'e'), std::string(kMax, 'f'),
+                                                  std::string(kMax, 'g'), std::string(kMax, 't')}));
+  reader->close();
+}
+
+TEST(SocketTextSourceTest, ConnectGivesUpAfterTheTimeout) {
+  // A listener that never accepts and whose accept queue is full: Linux drops
+  // further SYNs, so the source's connect neither completes nor is refused.
+  Listener listener(/*backlog=*/0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(listener.port()));
+  std::vector<int> fillers;
+  for (int i = 0; i < 3; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    (void)::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    fillers.push_back(fd);
+  }
+  SocketTextSourceOptions options;
+  options.connectTimeout = std::chrono::milliseconds(200);
+  SocketTextSource source("127.0.0.1", listener.port(), '\n', 0, options);
+  FakeReaderContext ctx(0, 1);
+  auto reader = source.createReader(ctx);
+  const auto started = Clock::now();
+  reader->start();
+  VectorOutput<std::string> out;
+  EXPECT_EQ(failureOf(*reader, ctx, out), "socketTextStream: cannot connect to 127.0.0.1:" +
+                                              std::to_string(listener.port()) +
+                                              ": timed out after 200 ms");
+  EXPECT_LT(Clock::now() - started, std::chrono::seconds(5));
+  reader->close();
+  for (int fd : fillers) ::close(fd);
+}
+
+TEST(SocketTextSourceTest, OptionsComeFromTheConfigurationKeys) {
+  const SocketTextSourceOptions defaults = SocketTextSourceOptions::fromConfiguration({});
+  EXPECT_EQ(defaults.maxLineLength, size_t{1} << 20);
+  EXPECT_EQ(defaults.oversizedLines, OversizedLinePolicy::kFail);
+  EXPECT_EQ(defaults.connectTimeout, std::chrono::seconds(10));
+
+  Configuration config;
+  config.setString("source.socket.max-line-length", "64 kb", "-D");
+  config.setString("source.socket.oversized-lines", "Truncate", "-D");
+  config.setString("source.socket.connect-timeout", "250 ms", "-D");
+  const SocketTextSourceOptions set = SocketTextSourceOptions::fromConfiguration(config);
+  EXPECT_EQ(set.maxLineLength, size_t{64} << 10);
+  EXPECT_EQ(set.oversizedLines, OversizedLinePolicy::kTruncate);
+  EXPECT_EQ(set.connectTimeout, std::chrono::milliseconds(250));
+
+  auto messageFor = [](const char* key, const char* value) -> std::string {
+    Configuration c;
+    c.setString(key, value, "-D");
+    try {
+      (void)SocketTextSourceOptions::fromConfiguration(c);
+      return "no exception";
+    } catch (const SluiceException& e) {
+      return e.what();
+    }
+  };
+  EXPECT_EQ(messageFor("source.socket.oversized-lines", "drop"),
+            "source.socket.oversized-lines: unknown policy 'drop'; use fail or truncate (from -D)");
+  EXPECT_EQ(messageFor("source.socket.max-line-length", "0"),
+            "source.socket.max-line-length must be at least 1 byte, got 0 bytes (from -D)");
+  EXPECT_EQ(messageFor("source.socket.connect-timeout", "0 s"),
+            "source.socket.connect-timeout must be above 0 ms, got 0 ms (from -D)");
+
+  // The environment reads them when the source is added, so a bad value
+  // fails while the job is built.
+  Configuration bad;
+  bad.setString("source.socket.oversized-lines", "drop", "-D");
+  StreamExecutionEnvironment env(bad);
+  EXPECT_THROW(env.socketTextStream("127.0.0.1", 9), SluiceException);
 }
 
 }  // namespace
