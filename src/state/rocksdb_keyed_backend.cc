@@ -5,7 +5,6 @@
 #include <fstream>
 #include <iterator>
 #include <map>
-#include <random>
 #include <set>
 #include <sstream>
 #include <string>
@@ -47,10 +46,12 @@ const std::string kEndOfKeys("\xff\xff", 2);
 constexpr char kMetaMagic[8] = {'S', 'L', 'U', 'I', 'C', 'E', 'I', 'S'};
 constexpr uint32_t kMetaVersion = 1;
 
-// A directory removed when the last of its owners lets go.
+// A directory removed when the last of its owners lets go; then its owner
+// lock (a working directory's) is released.
 class OwnedDirectory {
  public:
-  explicit OwnedDirectory(std::string path) : path_(std::move(path)) {}
+  explicit OwnedDirectory(std::string path, rocksdbutil::OwnerLock lock = {})
+      : path_(std::move(path)), lock_(std::move(lock)) {}
   ~OwnedDirectory() {
     std::error_code ec;
     fs::remove_all(path_, ec);
@@ -62,6 +63,7 @@ class OwnedDirectory {
 
  private:
   std::string path_;
+  rocksdbutil::OwnerLock lock_;
 };
 
 std::string sanitizeForPath(std::string_view text) {
@@ -72,15 +74,6 @@ std::string sanitizeForPath(std::string_view text) {
     out.push_back(ok ? c : '_');
   }
   return out.empty() ? "operator" : out;
-}
-
-std::string randomHex() {
-  std::random_device rd;
-  const uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ rd();
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out(16, '0');
-  for (int i = 0; i < 16; ++i) out[i] = kDigits[(v >> (60 - 4 * i)) & 0xF];
-  return out;
 }
 
 std::string fsError(const std::string& what, const fs::path& path, const std::error_code& ec) {
@@ -284,23 +277,16 @@ RocksDbKeyedStateBackend::RocksDbKeyedStateBackend(KeyedBackendParams params)
                          : createRocksDbSharedResources(p.managedMemoryBytes);
   impl_->writeOptions.disableWAL = true;
 
-  std::error_code ec;
   const fs::path base = p.localDir.empty() ? fs::temp_directory_path() : fs::path(p.localDir);
-  fs::create_directories(base, ec);
-  if (ec) throw SluiceException(fsError("cannot create the RocksDB local directory", base, ec));
-  const std::string prefix = "sluice-rocksdb-" + sanitizeForPath(p.operatorName) + "-" +
+  const std::string prefix = std::string(rocksdbutil::kWorkingDirectoryPrefix) +
+                             sanitizeForPath(p.operatorName) + "-" +
                              std::to_string(p.subtaskIndex) + "-";
-  for (int attempt = 0;; ++attempt) {
-    const fs::path candidate = base / (prefix + randomHex());
-    if (fs::create_directory(candidate, ec)) {
-      impl_->workDirPath = fs::absolute(candidate).string();
-      break;
-    }
-    if (ec || attempt >= 16) {
-      throw SluiceException(fsError("cannot create the RocksDB working directory", candidate, ec));
-    }
-  }
-  impl_->workDir = std::make_shared<OwnedDirectory>(impl_->workDirPath);
+  rocksdbutil::WorkingDirectory work = rocksdbutil::createWorkingDirectory(base, prefix);
+  impl_->workDirPath = work.path;
+  impl_->workDir = std::make_shared<OwnedDirectory>(work.path, std::move(work.lock));
+  // After this backend's own directory is locked, so that it is not taken
+  // for abandoned.
+  rocksdbutil::removeAbandonedWorkingDirectoriesOnce(base);
   const std::string dbPath =
       (fs::path(impl_->workDirPath) / ("db-" + std::to_string(impl_->generation))).string();
   impl_->database = openDatabase(dbPath, false, {}, impl_->resources, impl_->workDir, p.clock,

@@ -31,7 +31,10 @@
 // removes the directory; a full snapshot still being written keeps the
 // database open until it finishes or is destroyed, and the directory goes with
 // the last of them. The write-ahead log is off: durability comes from
-// checkpoints, as in Flink.
+// checkpoints, as in Flink. The directory holds an owner lock, LOCK.sluice,
+// flock()ed while the backend lives, and the first backend of a process in a
+// localDir removes the directories there that a dead process left (killed
+// jobs never reach dispose()); see rocksdb_util.h and docs/state.md.
 //
 // Time to live. A state whose StateMetaInfo has ttlCleanupInCompaction and a
 // positive ttlMillis gets a compaction filter that drops expired values (and,

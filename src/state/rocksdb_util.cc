@@ -1,9 +1,24 @@
 #include "state/rocksdb_util.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdarg>
+#include <cstring>
+#include <ctime>
 #include <exception>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <random>
+#include <set>
+#include <sstream>
 #include <string>
+#include <system_error>
 #include <utility>
 
 #include <rocksdb/compaction_filter.h>
@@ -262,6 +277,262 @@ rocksdb::ColumnFamilyOptions makeColumnFamilyOptions(const RocksDbSharedResource
   options.merge_operator = std::make_shared<ListAppendOperator>();
   options.compaction_filter_factory = std::make_shared<TtlCompactionFilterFactory>(std::move(ttl));
   return options;
+}
+
+// ---------------------------------------------------------------------------
+// Working directories
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string randomHex16() {
+  std::random_device rd;
+  const uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out(16, '0');
+  for (int i = 0; i < 16; ++i) out[i] = kDigits[(v >> (60 - 4 * i)) & 0xF];
+  return out;
+}
+
+// This process's start time in clock ticks after boot (/proc/self/stat
+// field 22), or "unknown".
+std::string processStartTime() {
+  std::ifstream in("/proc/self/stat");
+  const std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = stat.rfind(')');  // the command name may hold spaces and parentheses
+  if (close == std::string::npos) return "unknown";
+  std::istringstream fields(stat.substr(close + 1));
+  std::string field;
+  for (int i = 3; i <= 22; ++i) {  // field 3 (the state) follows the name
+    if (!(fields >> field)) return "unknown";
+  }
+  return field;
+}
+
+bool isDigits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+bool isLowerHex(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+  });
+}
+
+// "sluice-rocksdb-<operator>-<subtask>-<16 hex digits>", the name every
+// version gave its working directories.
+bool hasWorkingDirectoryName(std::string_view name) {
+  if (!name.starts_with(kWorkingDirectoryPrefix)) return false;
+  name.remove_prefix(kWorkingDirectoryPrefix.size());
+  if (name.size() < 1 + 1 + 1 + 1 + 16 || name[name.size() - 17] != '-' ||
+      !isLowerHex(name.substr(name.size() - 16))) {
+    return false;
+  }
+  name.remove_suffix(17);  // "<operator>-<subtask>"
+  const size_t dash = name.rfind('-');
+  return dash != std::string_view::npos && dash > 0 && isDigits(name.substr(dash + 1));
+}
+
+// The newest modification time of `path` and, for a directory, of what is
+// in it, `depth` levels down; symbolic links are not followed.
+int64_t newestChange(const fs::path& path, int depth) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return 0;
+  int64_t newest = static_cast<int64_t>(st.st_mtime);
+  if (depth > 0 && S_ISDIR(st.st_mode)) {
+    std::error_code ec;
+    for (fs::directory_iterator it(path, ec); !ec && it != fs::directory_iterator();
+         it.increment(ec)) {
+      newest = std::max(newest, newestChange(it->path(), depth - 1));
+    }
+  }
+  return newest;
+}
+
+// Whether another process holds the POSIX lock RocksDB takes on the LOCK
+// file of an open database, in a subdirectory of `dir`. (Called only for
+// directories this process cannot have opened a database in: closing the
+// probe would drop this process's own lock on the file.)
+bool databaseOpenIn(const fs::path& dir) {
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    std::error_code typeError;
+    if (!fs::is_directory(it->symlink_status(typeError))) continue;
+    const std::string lock = (it->path() / "LOCK").string();
+    const int fd = ::open(lock.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) continue;
+    struct flock probe {};
+    probe.l_type = F_WRLCK;
+    probe.l_whence = SEEK_SET;
+    const bool held = ::fcntl(fd, F_GETLK, &probe) == 0 && probe.l_type != F_UNLCK;
+    ::close(fd);
+    if (held) return true;
+  }
+  return false;
+}
+
+// The owner lock file's text on one line, for the log.
+std::string ownerText(int fd) {
+  char buf[256];
+  const ssize_t n = ::pread(fd, buf, sizeof(buf), 0);
+  if (n <= 0) return "owner unknown";
+  std::string text(buf, static_cast<size_t>(n));
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  return text;
+}
+
+bool removeDirectory(const fs::path& dir) {
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  if (ec) {
+    log::warn("RocksDB: cannot remove the abandoned working directory '{}': {}", dir.string(),
+              ec.message());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+OwnerLock::~OwnerLock() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+OwnerLock& OwnerLock::operator=(OwnerLock&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = other.fd_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+WorkingDirectory createWorkingDirectory(const fs::path& localDir, const std::string& namePrefix) {
+  std::error_code ec;
+  fs::create_directories(localDir, ec);
+  if (ec) {
+    throw SluiceException("cannot create the RocksDB local directory '" + localDir.string() +
+                          "': " + ec.message());
+  }
+  fs::path dir;
+  for (int attempt = 0;; ++attempt) {
+    const fs::path candidate = localDir / (namePrefix + randomHex16());
+    if (fs::create_directory(candidate, ec)) {
+      dir = fs::absolute(candidate, ec);
+      if (!ec) break;
+    }
+    if (ec || attempt >= 16) {
+      throw SluiceException("cannot create the RocksDB working directory '" + candidate.string() +
+                            "': " + ec.message());
+    }
+  }
+  // Locked under a temporary name, then renamed: a sweeper finds no lock
+  // file (and leaves the fresh directory alone) or a held one.
+  const fs::path temporary = dir / (std::string(kOwnerLockFile) + ".tmp");
+  auto fail = [&](const std::string& what, int err) {
+    std::error_code ignored;
+    fs::remove_all(dir, ignored);
+    throw SluiceException("cannot " + what + " the owner lock '" + temporary.string() +
+                          "' of a RocksDB working directory: " + std::strerror(err));
+  };
+  const int fd = ::open(temporary.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) fail("create", errno);
+  OwnerLock lock(fd);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) fail("lock", errno);
+  const std::string text =
+      "pid " + std::to_string(::getpid()) + "\nstart-time " + processStartTime() + "\n";
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("write", errno);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::rename(temporary.c_str(), (dir / kOwnerLockFile).c_str()) != 0) fail("rename", errno);
+  return WorkingDirectory{dir.string(), std::move(lock)};
+}
+
+std::vector<std::string> removeAbandonedWorkingDirectories(const fs::path& localDir) {
+  std::vector<std::string> removed;
+  std::vector<fs::path> candidates;
+  std::error_code ec;
+  for (fs::directory_iterator it(localDir, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    std::error_code typeError;
+    if (!it->path().filename().string().starts_with(kWorkingDirectoryPrefix)) continue;
+    if (!fs::is_directory(it->symlink_status(typeError))) continue;
+    candidates.push_back(it->path());
+  }
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    log::warn("RocksDB: cannot look through '{}' for abandoned working directories: {}",
+              localDir.string(), ec.message());
+  }
+  const int64_t unchangedSince =
+      static_cast<int64_t>(std::time(nullptr)) -
+      std::chrono::duration_cast<std::chrono::seconds>(kUnlockedWorkingDirectoryMinAge).count();
+  for (const fs::path& dir : candidates) {
+    const fs::path lockPath = dir / kOwnerLockFile;
+    const int fd = ::open(lockPath.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd >= 0) {
+      if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int err = errno;
+        ::close(fd);
+        if (err != EWOULDBLOCK) {
+          log::warn("RocksDB: cannot test the owner lock '{}': {}", lockPath.string(),
+                    std::strerror(err));
+        }
+        continue;  // held: the owner lives
+      }
+      const std::string owner = ownerText(fd);
+      const bool ok = removeDirectory(dir);  // while holding the lock
+      ::close(fd);
+      if (ok) {
+        log::info("RocksDB: removed the working directory '{}' of a process that has ended ({})",
+                  dir.string(), owner);
+        removed.push_back(dir.string());
+      }
+      continue;
+    }
+    if (errno != ENOENT) {
+      log::warn("RocksDB: cannot open the owner lock '{}': {}", lockPath.string(),
+                std::strerror(errno));
+      continue;
+    }
+    // No owner lock: a directory of a version before the locks, or one being
+    // created right now (fresh, so left alone by the age test, which comes
+    // first; see databaseOpenIn()).
+    if (!hasWorkingDirectoryName(dir.filename().string())) continue;
+    if (newestChange(dir, 2) > unchangedSince) continue;
+    if (databaseOpenIn(dir)) continue;
+    std::error_code existsError;
+    if (fs::exists(fs::symlink_status(lockPath, existsError))) continue;  // locked meanwhile
+    if (removeDirectory(dir)) {
+      log::info(
+          "RocksDB: removed the working directory '{}', which has no owner lock (an older "
+          "version's), holds no open database and was unchanged for over {} h",
+          dir.string(), kUnlockedWorkingDirectoryMinAge.count());
+      removed.push_back(dir.string());
+    }
+  }
+  return removed;
+}
+
+void removeAbandonedWorkingDirectoriesOnce(const fs::path& localDir) {
+  static std::mutex mu;
+  static std::set<std::string> done;
+  std::error_code ec;
+  fs::path key = fs::absolute(localDir, ec);
+  if (ec) key = localDir;
+  {
+    std::lock_guard lock(mu);
+    if (!done.insert(key.lexically_normal().string()).second) return;
+  }
+  removeAbandonedWorkingDirectories(localDir);
 }
 
 }  // namespace rocksdbutil

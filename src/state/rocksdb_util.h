@@ -1,14 +1,18 @@
 // The RocksDB pieces behind RocksDbKeyedStateBackend: the memory budget
 // (RocksDbSharedResources), the options every database and column family
-// gets, the list-append merge operator, the TTL compaction filter, and small
-// key helpers. Private to src/state.
+// gets, the list-append merge operator, the TTL compaction filter, small
+// key helpers, and the working directories with their owner locks. Private
+// to src/state.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <rocksdb/cache.h>
 #include <rocksdb/options.h>
@@ -103,6 +107,67 @@ rocksdb::DBOptions makeDbOptions(const RocksDbSharedResources& resources, bool i
 // TTL compaction filter factory reading `ttl`.
 rocksdb::ColumnFamilyOptions makeColumnFamilyOptions(const RocksDbSharedResources& resources,
                                                      std::shared_ptr<TtlFilterConfig> ttl);
+
+// ---------------------------------------------------------------------------
+// Working directories
+//
+// Each backend works in <localDir>/sluice-rocksdb-<operator>-<subtask>-<16
+// hex digits>, which holds the owner lock LOCK.sluice: a file naming the
+// owner's pid and process start time (/proc/self/stat field 22), for people,
+// and flock()ed exclusively by the owner for as long as the directory is in
+// use. The kernel releases the lock when the owner dies, however it dies, so
+// a lock that can be taken means the owner is gone (pid reuse does not
+// matter). The lock file is written under a temporary name and renamed into
+// place once locked, so no one ever sees an unlocked LOCK.sluice of a live
+// owner.
+
+inline constexpr std::string_view kWorkingDirectoryPrefix = "sluice-rocksdb-";
+inline constexpr std::string_view kOwnerLockFile = "LOCK.sluice";
+
+// An exclusive flock() on an open file; released (the fd closed) on
+// destruction. Move-only.
+class OwnerLock {
+ public:
+  OwnerLock() = default;
+  explicit OwnerLock(int fd) : fd_(fd) {}
+  ~OwnerLock();
+  OwnerLock(OwnerLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  OwnerLock& operator=(OwnerLock&& other) noexcept;
+  OwnerLock(const OwnerLock&) = delete;
+  OwnerLock& operator=(const OwnerLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+struct WorkingDirectory {
+  std::string path;  // absolute
+  OwnerLock lock;
+};
+
+// Creates `localDir` if missing and a fresh working directory in it named
+// `namePrefix` + 16 random hex digits, holding its owner lock. Throws
+// SluiceException naming the path and the reason.
+WorkingDirectory createWorkingDirectory(const std::filesystem::path& localDir,
+                                        const std::string& namePrefix);
+
+// How long a working directory without an owner lock (made by a version
+// before the locks) must be unchanged before it is removed: the newest
+// modification time of it, its entries and theirs.
+inline constexpr std::chrono::hours kUnlockedWorkingDirectoryMinAge{1};
+
+// Removes, recursively, every directory <localDir>/sluice-rocksdb-* that no
+// live process owns: one whose LOCK.sluice this call can lock, or one
+// without LOCK.sluice whose name has the working-directory form, in which no
+// RocksDB database is open (no process holds a LOCK file of a subdirectory)
+// and nothing changed for kUnlockedWorkingDirectoryMinAge. Symbolic links
+// are never followed. Logs each directory removed (info) and every failure
+// (warning); returns the paths removed.
+std::vector<std::string> removeAbandonedWorkingDirectories(const std::filesystem::path& localDir);
+
+// removeAbandonedWorkingDirectories(localDir), once per process for each
+// localDir (later calls return at once). Thread-safe.
+void removeAbandonedWorkingDirectoriesOnce(const std::filesystem::path& localDir);
 
 }  // namespace rocksdbutil
 }  // namespace sluice

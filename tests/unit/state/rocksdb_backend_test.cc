@@ -6,11 +6,20 @@
 // compaction filter, incremental native snapshots (new-file accounting,
 // restore by reopening and by copying, into smaller and larger ranges), the
 // memory budget, and RocksDB errors.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -38,6 +47,7 @@
 #include "harness/temp_dir.h"
 #include "state/heap_state.h"
 #include "state/rocksdb_keyed_backend.h"
+#include "state/rocksdb_util.h"
 #include "unit/state/state_test_util.h"
 
 namespace sluice {
@@ -657,6 +667,179 @@ TEST(RocksDbBackend, WorkingDirectoryIsRemovedOnDispose) {
   backend->dispose();  // idempotent
   EXPECT_THAT([&] { state.value(); },
               ::testing::ThrowsMessage<SluiceException>(HasSubstr("dispose")));
+}
+
+// A child process that runs `setUp`, reports the line it returns through a
+// pipe (or "error: ..." when it throws), then waits to be killed; what
+// setUp() opened stays open.
+struct ChildProcess {
+  pid_t pid = -1;
+  std::string line;  // empty, with `error` set, when the child failed
+  std::string error;
+};
+
+template <class F>
+ChildProcess startChild(F setUp) {
+  ChildProcess child;
+  int fds[2];
+  if (::pipe(fds) != 0) {
+    child.error = std::string("pipe: ") + std::strerror(errno);
+    return child;
+  }
+  child.pid = ::fork();
+  if (child.pid == 0) {
+    ::close(fds[0]);
+    std::string line;
+    bool ok = false;
+    try {
+      line = setUp() + "\n";
+      ok = true;
+    } catch (const std::exception& e) {
+      line = std::string("error: ") + e.what() + "\n";
+    }
+    if (::write(fds[1], line.data(), line.size()) < 0) ::_exit(2);
+    if (!ok) ::_exit(1);
+    for (;;) ::pause();  // until the parent kills us
+  }
+  ::close(fds[1]);
+  if (child.pid < 0) {
+    child.error = std::string("fork: ") + std::strerror(errno);
+    ::close(fds[0]);
+    return child;
+  }
+  std::string line;
+  for (;;) {
+    pollfd p{fds[0], POLLIN, 0};
+    if (::poll(&p, 1, 60'000) <= 0) {  // bounds a broken run only
+      child.error = "the child did not report its working directory";
+      break;
+    }
+    char c;
+    const ssize_t n = ::read(fds[0], &c, 1);
+    if (n <= 0) {
+      child.error = "the child exited before reporting: " + line;
+      break;
+    }
+    if (c == '\n') break;
+    line += c;
+  }
+  ::close(fds[0]);
+  if (child.error.empty() && line.starts_with("error: ")) child.error = line;
+  if (child.error.empty()) child.line = line;
+  return child;
+}
+
+// A child with a backend in `local`; its line is the working directory.
+ChildProcess startBackendProcess(const TempDir& local) {
+  return startChild([&] {
+    static std::unique_ptr<RocksDbKeyedStateBackend> backend;  // the child's, never disposed
+    backend = newBackend(local);
+    return backend->workingDirectory();
+  });
+}
+
+// A child holding a write lock on `file` with fcntl, as RocksDB locks the
+// LOCK file of an open database.
+ChildProcess startLockingProcess(const fs::path& file) {
+  return startChild([&] {
+    const int fd = ::open(file.c_str(), O_RDWR | O_CREAT, 0644);
+    if (fd < 0) throw std::runtime_error(std::string("open: ") + std::strerror(errno));
+    struct flock lock {};
+    lock.l_type = F_WRLCK;
+    lock.l_whence = SEEK_SET;
+    if (::fcntl(fd, F_SETLK, &lock) != 0) {
+      throw std::runtime_error(std::string("fcntl: ") + std::strerror(errno));
+    }
+    return std::string("locked");
+  });
+}
+
+void setModificationTimes(const fs::path& dir, fs::file_time_type time) {
+  for (const auto& e : fs::recursive_directory_iterator(dir)) fs::last_write_time(e.path(), time);
+  fs::last_write_time(dir, time);
+}
+
+void killAndWait(pid_t pid) {
+  if (pid <= 0) return;
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+}
+
+std::string readAll(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A process holding a backend is killed (it never disposes). The next
+// process's first backend in that localDir removes the dead process's
+// working directory and keeps those whose owner lock is held: another live
+// process's and its own. Directories without an owner lock (older versions)
+// go once unchanged for an hour; other names are never touched.
+TEST(RocksDbBackend, WorkingDirectoriesOfDeadProcessesAreRemoved) {
+  TempDir local;
+  // As an older version left them: no owner lock. One still has its
+  // database open in a live process.
+  const fs::path stale = local.path() / "sluice-rocksdb-Old_Op-0-0123456789abcdef";
+  const fs::path recent = local.path() / "sluice-rocksdb-Old_Op-1-fedcba9876543210";
+  const fs::path open = local.path() / "sluice-rocksdb-Old_Op-2-00000000000000aa";
+  const fs::path otherName = local.path() / "sluice-rocksdb-notes";
+  for (const fs::path& d : {stale, recent, open, otherName}) {
+    fs::create_directories(d / "db-0");
+    std::ofstream(d / "db-0" / "CURRENT") << "MANIFEST-000001\n";
+  }
+  ChildProcess oldVersion = startLockingProcess(open / "db-0" / "LOCK");
+  ChildProcess dead = startBackendProcess(local);
+  ChildProcess alive = startBackendProcess(local);
+  struct Reap {
+    std::vector<pid_t> pids;
+    ~Reap() {
+      for (pid_t p : pids) killAndWait(p);
+    }
+  } reap{{oldVersion.pid, dead.pid, alive.pid}};
+  ASSERT_EQ(oldVersion.error, "");
+  ASSERT_EQ(dead.error, "");
+  ASSERT_EQ(alive.error, "");
+  ASSERT_TRUE(fs::is_directory(dead.line));
+  ASSERT_TRUE(fs::is_directory(alive.line));
+  EXPECT_THAT(readAll(fs::path(dead.line) / "LOCK.sluice"),
+              ::testing::MatchesRegex("pid " + std::to_string(dead.pid) + "\nstart-time [0-9]+\n"));
+  // Aged only now: the children's own sweeps ran before.
+  const auto twoHoursAgo = fs::file_time_type::clock::now() - std::chrono::hours(2);
+  for (const fs::path& d : {stale, open, otherName}) setModificationTimes(d, twoHoursAgo);
+
+  killAndWait(dead.pid);
+  reap.pids = {oldVersion.pid, alive.pid};
+  auto backend = newBackend(local);
+  EXPECT_FALSE(fs::exists(dead.line)) << "the killed process's directory is removed";
+  EXPECT_TRUE(fs::exists(fs::path(alive.line) / "LOCK.sluice")) << "a live owner's stays";
+  EXPECT_TRUE(fs::is_directory(backend->workingDirectory()));
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(recent)) << "changed within the hour";
+  EXPECT_TRUE(fs::exists(open / "db-0" / "CURRENT")) << "its database is open";
+  EXPECT_TRUE(fs::exists(otherName));
+
+  // Once the other processes die too, a sweep removes their directories;
+  // this process's own, whose lock it holds, stays.
+  killAndWait(alive.pid);
+  killAndWait(oldVersion.pid);
+  reap.pids.clear();
+  std::vector<std::string> removed = rocksdbutil::removeAbandonedWorkingDirectories(local.path());
+  std::sort(removed.begin(), removed.end());
+  std::vector<std::string> expectedRemoved = {alive.line, fs::absolute(open).string()};
+  std::sort(expectedRemoved.begin(), expectedRemoved.end());
+  EXPECT_EQ(removed, expectedRemoved);
+  EXPECT_TRUE(fs::is_directory(backend->workingDirectory()));
+  auto& state = getOrCreateValueState<VoidNamespace>(*backend, ValueStateDescriptor<int64_t>("v"));
+  setKey(*backend, int64_t{1});
+  state.update(7);
+  EXPECT_EQ(state.value(), 7) << "the backend still works";
+  const std::string own = backend->workingDirectory();
+  backend.reset();
+  EXPECT_FALSE(fs::exists(own));
 }
 
 TEST(RocksDbBackend, EmptyLocalDirUsesTheTempDirectory) {
