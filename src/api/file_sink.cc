@@ -303,7 +303,9 @@ std::string resolvedForMessage(const std::string& path) {
   if (!path.empty() && path.front() == '/') return "'" + path + "'";
   std::error_code ec;
   const fs::path cwd = fs::current_path(ec);
-  if (ec) return "'" + path + "' (relative; the working directory is unreadable: " + ec.message() + ")";
+  if (ec) {
+    return "'" + path + "' (relative; the working directory is unreadable: " + ec.message() + ")";
+  }
   return "'" + (cwd / path).lexically_normal().string() + "' (the relative path '" + path +
          "' of a checkpoint written by an older version, resolved against the working "
          "directory; restore from the directory the job was started in)";
@@ -494,7 +496,8 @@ FileSinkRuntime::FileSinkRuntime(std::shared_ptr<const FileSinkOptions> options)
 FileSinkRuntime::~FileSinkRuntime() { *alive_ = false; }
 
 void FileSinkRuntime::initializeWriterState(OperatorStateBackend& state, bool restored) {
-  writersState_ = &state.getUnionListState(ListStateDescriptor<std::string>(kFileSinkWritersStateName));
+  writersState_ =
+      &state.getUnionListState(ListStateDescriptor<std::string>(kFileSinkWritersStateName));
   restored_ = restored;
   if (restored) {
     for (std::string& w : writersState_->get()) knownWriters_.insert(std::move(w));

@@ -613,12 +613,12 @@ TEST(FileSinkCleanupTest, FreshStartDeletesOnlyItsOwnAbandonedInProgressFiles) {
   const std::string uuid = "0123abcd-4567-4abc-8def-0123456789ab";
   fs::create_directories(dir / "b/c");
   const std::vector<std::string> kept = {
-      "part-" + uuid + "-0-0",                    // finished
-      ".other-" + uuid + "-0-0.inprogress",       // another prefix
-      ".part-not-a-uuid-0-0.inprogress",          // not a name the sink writes
-      ".part-" + uuid + "-0-x.inprogress",        // nor this
-      ".part-" + uuid + "-0-1.pending",           // nor this
-      "b/c/.part-" + uuid + "-1-0.inprogress",    // subtask 1's
+      "part-" + uuid + "-0-0",                  // finished
+      ".other-" + uuid + "-0-0.inprogress",     // another prefix
+      ".part-not-a-uuid-0-0.inprogress",        // not a name the sink writes
+      ".part-" + uuid + "-0-x.inprogress",      // nor this
+      ".part-" + uuid + "-0-1.pending",         // nor this
+      "b/c/.part-" + uuid + "-1-0.inprogress",  // subtask 1's
   };
   const std::vector<std::string> ownedBy0 = {".part-" + uuid + "-0-7.inprogress",
                                              "b/.part-" + uuid + "-0-0.inprogress",
