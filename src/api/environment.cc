@@ -357,8 +357,9 @@ SingleOutputStreamOperator<std::string> StreamExecutionEnvironment::socketTextSt
         fmt::format("socketTextStream: port must be in [0, 65535], got {}", port));
   }
   return addSource<std::string, SocketTextSource::SplitType>(
-      std::make_shared<SocketTextSource>(host, port, delimiter, maxRetry,
-                                         SocketTextSourceOptions::fromConfiguration(state_->config)),
+      std::make_shared<SocketTextSource>(
+          host, port, delimiter, maxRetry,
+          SocketTextSourceOptions::fromConfiguration(state_->config)),
       "Socket Stream", true);
 }
 

@@ -320,7 +320,7 @@ std::string hostPort(const std::string& host, int port) {
 
 // The line being cut, carried across reconnects like Flink's partial line.
 struct PartialLine {
-  std::string text;      // at most maxLineLength (+1 for a '\r') bytes
+  std::string text;       // at most maxLineLength (+1 for a '\r') bytes
   bool dropping = false;  // kTruncate: the line was emitted; drop to the delimiter
   uint64_t dropped = 0;   // bytes dropped of the current line
 };
@@ -397,10 +397,10 @@ class SocketTextReader final : public SourceReader<std::string, SocketSplit> {
 
  private:
   enum class Outcome {
-    kEnded,     // the connection (or the connect) succeeded and ended
-    kFailed,    // connect or read failed: retried if retries are left
-    kTooLong,   // kFail and a line over the limit: never retried
-    kStopped,   // close() was called
+    kEnded,    // the connection (or the connect) succeeded and ended
+    kFailed,   // connect or read failed: retried if retries are left
+    kTooLong,  // kFail and a line over the limit: never retried
+    kStopped,  // close() was called
   };
 
   // The fetcher thread.
@@ -771,8 +771,7 @@ std::unique_ptr<SplitEnumerator<SocketSplit>> SocketTextSource::createEnumerator
 
 std::unique_ptr<SourceReader<std::string, SocketSplit>> SocketTextSource::createReader(
     SourceReaderContext& context) const {
-  return std::make_unique<SocketTextReader>(context, host_, port_, delimiter_, maxRetry_,
-                                            options_);
+  return std::make_unique<SocketTextReader>(context, host_, port_, delimiter_, maxRetry_, options_);
 }
 
 std::unique_ptr<SplitEnumerator<SocketSplit>> SocketTextSource::restoreEnumerator(

@@ -1048,7 +1048,7 @@ TEST(SocketTextSourceTest, TruncateEmitsTheFirstBytesAndReadsOnAfterTheDelimiter
   std::vector<std::string> parts{"a\n"};
   for (int i = 0; i < 64; ++i) parts.push_back(chunk);
   parts.push_back("\nb\n");
-  parts.push_back(std::string(kMax, 'e') + "\r\n");  // exactly the limit: whole
+  parts.push_back(std::string(kMax, 'e') + "\r\n");    // exactly the limit: whole
   parts.push_back(std::string(kMax + 1, 'f') + "\n");  // one byte over
   parts.push_back(std::string(kMax, 'g') + "\rh\n");   // the '\r' is content here
   parts.push_back(std::string(3 * kMax, 't'));         // an oversized tail
@@ -1089,9 +1089,9 @@ TEST(SocketTextSourceTest, ConnectGivesUpAfterTheTimeout) {
   const auto started = Clock::now();
   reader->start();
   VectorOutput<std::string> out;
-  EXPECT_EQ(failureOf(*reader, ctx, out), "socketTextStream: cannot connect to 127.0.0.1:" +
-                                              std::to_string(listener.port()) +
-                                              ": timed out after 200 ms");
+  EXPECT_EQ(failureOf(*reader, ctx, out),
+            "socketTextStream: cannot connect to 127.0.0.1:" + std::to_string(listener.port()) +
+                ": timed out after 200 ms");
   EXPECT_LT(Clock::now() - started, std::chrono::seconds(5));
   reader->close();
   for (int fd : fillers) ::close(fd);
