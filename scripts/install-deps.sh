@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev
-  libgtest-dev libgmock-dev libbenchmark-dev librocksdb-dev
+  libgtest-dev libgmock-dev libbenchmark-dev librocksdb-dev libxxhash-dev
   clang-format python3
 )
 

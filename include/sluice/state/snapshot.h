@@ -4,15 +4,20 @@
 //
 // Layout (all integers little-endian unless noted):
 //
-//   header   "SLUICEKS" u32 version=1
+//   header   "SLUICEKS" u32 version=2
 //            string keySchema, i32 maxParallelism,
 //            i32 firstKeyGroup, i32 lastKeyGroup,
 //            u32 numStates, numStates x StateMetaInfo
 //   blocks   one per key group of the range, in order:
 //              (u16 stateIndex, varuint keyLen, key, varuint valueLen, value)*
 //              u16 0xFFFF
-//   footer   u64 offset of each key group's block (from the file start),
-//            u64 number of entries, u64 footer offset, "SLUICEKE"
+//   footer   per block: u64 offset (from the file start), u64 checksum of
+//            the block's bytes; u64 checksum of the header
+//   trailer  u64 number of entries, u64 footer offset, u64 checksum of the
+//            footer and these first 16 trailer bytes, "SLUICEKE"
+//
+// Checksums are XXH3-64. Version 1 (no checksums; footer: u64 offsets, u64
+// entries, u64 footer offset, magic) still reads.
 //
 // Entry keys and values use the same bytes as the RocksDB backend's column
 // families, minus the 2-byte key-group prefix:
@@ -107,8 +112,10 @@ class CanonicalSnapshotWriter {
 };
 
 // Reads a canonical snapshot from memory or from a file. Every read is
-// checked; a truncated or corrupt snapshot throws SerializationError naming
-// the source and offset.
+// checked, and every block against its checksum before it is parsed; a
+// truncated or corrupt snapshot throws SerializationError naming the
+// source, the block or offset and, for a checksum, both sums. Opening checks
+// the header and the footer.
 class CanonicalSnapshotReader {
  public:
   static CanonicalSnapshotReader fromBytes(std::shared_ptr<const std::string> bytes,
@@ -120,6 +127,12 @@ class CanonicalSnapshotReader {
   KeyGroupRange keyGroupRange() const;
   const std::vector<StateMetaInfo>& states() const;
   const std::string& sourceName() const;
+  uint32_t formatVersion() const;
+
+  // Reads every block and checks its checksum (version 1: parses it),
+  // throwing SerializationError as forEachEntry would. What a restore
+  // runs before any task starts.
+  void verify() const;
 
   using EntryFn = std::function<void(int32_t keyGroup, uint16_t stateIndex, std::string_view key,
                                      std::string_view value)>;

@@ -21,6 +21,8 @@
 #include <sluice/core/serializer.h>
 #include <sluice/state/snapshot.h>
 
+#include "core/checksum.h"
+
 namespace sluice {
 namespace snapshot_format_test {
 namespace {
@@ -142,7 +144,7 @@ TEST(SnapshotFormatTest, BytesFollowTheDocumentedLayout) {
   const KeyedSnapshotInfo info = writer.finish();
 
   Bytes expected;
-  expected.raw("SLUICEKS").u32(1).str("int64").i32(128).i32(2).i32(4).u32(1);
+  expected.raw("SLUICEKS").u32(2).str("int64").i32(128).i32(2).i32(4).u32(1);
   // StateMetaInfo: name, kind, namespace, value, user key, ttl, two flags,
   // query-time entries.
   expected.str("v").u8(0).str("void").str("int64").str("").i64(0).u8(0).u8(0).i64(1000);
@@ -153,7 +155,17 @@ TEST(SnapshotFormatTest, BytesFollowTheDocumentedLayout) {
   const uint64_t block4 = expected.s.size();
   expected.u16(0xFFFF);
   const uint64_t footer = expected.s.size();
-  expected.u64(block2).u64(block3).u64(block4).u64(1).u64(footer).raw("SLUICEKE");
+  auto sum = [&](uint64_t from, uint64_t to) {
+    return checksum64(expected.s.data() + from, static_cast<size_t>(to - from));
+  };
+  // Per block its offset and checksum, then the header's checksum.
+  expected.u64(block2).u64(sum(block2, block3));
+  expected.u64(block3).u64(sum(block3, block4));
+  expected.u64(block4).u64(sum(block4, footer));
+  expected.u64(sum(0, block2));
+  // Trailer: entries, footer offset, the checksum of all from the footer on.
+  expected.u64(1).u64(footer);
+  expected.u64(sum(footer, expected.s.size())).raw("SLUICEKE");
 
   EXPECT_EQ(out.str(), expected.s);
   EXPECT_EQ(info.keyGroupOffsets, (std::vector<uint64_t>{block2, block3, block4}));
@@ -206,7 +218,9 @@ TEST(SnapshotFormatTest, BlocksOutsideTheRequestedRangeAreNotRead) {
   } catch (const SerializationError& e) {
     EXPECT_THAT(e.what(), HasSubstr(file.path()));
     EXPECT_THAT(e.what(), HasSubstr("key group 17"));
-    EXPECT_THAT(e.what(), HasSubstr("at offset " + std::to_string(info.keyGroupOffsets[7])));
+    EXPECT_THAT(e.what(), HasSubstr("(bytes " + std::to_string(info.keyGroupOffsets[7]) + ".." +
+                                    std::to_string(info.keyGroupOffsets[8]) + ") has checksum"));
+    EXPECT_THAT(e.what(), HasSubstr("the footer recorded 0x"));
   }
 }
 
@@ -227,6 +241,47 @@ TEST(SnapshotFormatTest, EveryTruncationThrowsSerializationErrorNamingTheSource)
   TempFile file(bytes.substr(0, bytes.size() - 1));
   EXPECT_THROW(CanonicalSnapshotReader::fromFile(file.path()), SerializationError);
   EXPECT_THROW(CanonicalSnapshotReader::fromFile(file.path() + ".missing"), SerializationError);
+}
+
+// Rewrites the checksums of a version-2 snapshot after `b` was edited (as a
+// writer bug would leave it), so the checks behind them are reached.
+std::string resealed(std::string b, const KeyedSnapshotInfo& info) {
+  const size_t trailer = b.size() - 32;
+  const size_t footer = trailer - 8 - 16 * info.keyGroupOffsets.size();
+  auto put = [&](size_t at, uint64_t v) {
+    for (int i = 0; i < 8; ++i) b[at + i] = static_cast<char>(v >> (8 * i));
+  };
+  for (size_t i = 0; i < info.keyGroupOffsets.size(); ++i) {
+    const uint64_t start = info.keyGroupOffsets[i];
+    const uint64_t end = i + 1 < info.keyGroupOffsets.size() ? info.keyGroupOffsets[i + 1] : footer;
+    put(footer + 16 * i + 8, checksum64(b.data() + start, static_cast<size_t>(end - start)));
+  }
+  put(trailer + 16, checksum64(b.data() + footer, trailer + 16 - footer));
+  return b;
+}
+
+TEST(SnapshotFormatTest, EveryDamagedByteIsFoundNamingThePartAndBothSums) {
+  const std::string good = writeSample();
+  for (size_t at = 0; at < good.size(); ++at) {
+    std::string b = good;
+    b[at] = static_cast<char>(b[at] ^ 0x10);
+    try {
+      CanonicalSnapshotReader r = CanonicalSnapshotReader::fromBytes(
+          std::make_shared<const std::string>(std::move(b)), "flipped");
+      r.verify();
+      ADD_FAILURE() << "no error for the byte at " << at;
+    } catch (const SerializationError& e) {
+      const std::string what = e.what();
+      EXPECT_THAT(what, HasSubstr("'flipped'")) << at;
+      // The magics, the version and the footer offset are checked before
+      // any checksum can be; everything else by one.
+      if (what.find("magic") == std::string::npos && what.find("version") == std::string::npos &&
+          what.find("footer offset") == std::string::npos) {
+        EXPECT_THAT(what, HasSubstr("has checksum 0x")) << at << ": " << what;
+        EXPECT_THAT(what, HasSubstr("recorded 0x")) << at << ": " << what;
+      }
+    }
+  }
 }
 
 TEST(SnapshotFormatTest, CorruptBytesThrowSerializationErrorWithTheOffset) {
@@ -255,7 +310,7 @@ TEST(SnapshotFormatTest, CorruptBytesThrowSerializationErrorWithTheOffset) {
   }
   {
     std::string b = good;
-    b[8] = 2;  // version
+    b[8] = 3;  // version
     expectError(b, "version", "8");
   }
   {
@@ -263,7 +318,7 @@ TEST(SnapshotFormatTest, CorruptBytesThrowSerializationErrorWithTheOffset) {
     std::string b = good;
     const uint64_t at = info.keyGroupOffsets[0];
     b[at] = 5;
-    expectError(b, "state index", std::to_string(at));
+    expectError(resealed(b, info), "state index", std::to_string(at));
   }
   {
     // The key length of the first entry of group 10, far beyond the block:
@@ -271,7 +326,7 @@ TEST(SnapshotFormatTest, CorruptBytesThrowSerializationErrorWithTheOffset) {
     std::string b = good;
     const uint64_t at = info.keyGroupOffsets[0] + 2;
     b[at] = '\xFF';
-    expectError(b, "key length", std::to_string(at + 2));
+    expectError(resealed(b, info), "key length", std::to_string(at + 2));
   }
   {
     // An end-of-block marker before the end of group 10's block.
@@ -279,14 +334,14 @@ TEST(SnapshotFormatTest, CorruptBytesThrowSerializationErrorWithTheOffset) {
     const uint64_t at = info.keyGroupOffsets[0];
     b[at] = '\xFF';
     b[at + 1] = '\xFF';
-    expectError(b, "early end of block", std::to_string(at + 2));
+    expectError(resealed(b, info), "early end of block", std::to_string(at + 2));
   }
   {
     // A footer offset pointing past the trailer.
     std::string b = good;
-    b[good.size() - 16] = '\x7f';
-    b[good.size() - 9] = '\x01';
-    expectError(b, "footer offset", std::to_string(good.size() - 16));
+    b[good.size() - 24] = '\x7f';
+    b[good.size() - 17] = '\x01';
+    expectError(b, "footer offset", std::to_string(good.size() - 24));
   }
 }
 
