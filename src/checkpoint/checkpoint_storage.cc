@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/checksum.h"
 #include "core/random_id.h"
 
 namespace sluice::checkpoint {
@@ -12,14 +13,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Status copyFile(const fs::path& from, const fs::path& to) {
-  std::error_code ec;
-  fs::copy_file(from, to, ec);
-  if (ec) {
-    return Status::ioError(
-        fmt::format("cannot copy '{}' to '{}': {}", from.string(), to.string(), ec.message()));
-  }
-  return Status::ok();
+// Copies a file, returning the size and checksum of the copy.
+Result<NativeKeyedSnapshot::FileDigest> copyFile(const fs::path& from, const fs::path& to) {
+  Result<FileDigest> d = copyFileWithDigest(from.string(), to.string());
+  if (!d.isOk()) return d.status();
+  return NativeKeyedSnapshot::FileDigest{d.value().sizeBytes, d.value().checksum};
 }
 
 // A fresh name per upload: a copy belongs to the checkpoint that made it
@@ -34,9 +32,8 @@ std::string freshSharedName(const std::string& uniqueId) {
 }
 
 Status storeFiles(const NativeKeyedSnapshot& local, const std::string& privateDirectory,
-                  const std::string& sharedDirectory,
-                  const std::map<std::string, std::string>& stored, NativeKeyedSnapshot& result,
-                  std::vector<std::string>& uploaded) {
+                  const std::string& sharedDirectory, const StoredSstFiles& stored,
+                  NativeKeyedSnapshot& result, std::vector<std::string>& uploaded) {
   SLUICE_RETURN_IF_ERROR(createDirectories(sharedDirectory));
   // Not its parents: when the checkpoint was aborted meanwhile, its
   // directory is gone and must stay so.
@@ -50,17 +47,26 @@ Status storeFiles(const NativeKeyedSnapshot& local, const std::string& privateDi
     NativeKeyedSnapshot::SstFile out = f;
     auto it = stored.find(f.uniqueId);
     if (it != stored.end()) {
-      out.location = it->second;
+      out.location = it->second.location;
+      out.checksum = it->second.checksum;
     } else {
       out.location = (fs::path(sharedDirectory) / freshSharedName(f.uniqueId)).string();
-      SLUICE_RETURN_IF_ERROR(copyFile(fs::path(local.directory) / f.fileName, out.location));
+      Result<NativeKeyedSnapshot::FileDigest> copied =
+          copyFile(fs::path(local.directory) / f.fileName, out.location);
+      if (!copied.isOk()) return copied.status();
       uploaded.push_back(out.location);
+      out.sizeBytes = copied.value().sizeBytes;
+      out.checksum = copied.value().checksum;
     }
     result.sstFiles.push_back(std::move(out));
   }
   for (const auto& f : local.privateFiles) {
-    SLUICE_RETURN_IF_ERROR(copyFile(fs::path(local.directory) / f, fs::path(privateDirectory) / f));
+    Result<NativeKeyedSnapshot::FileDigest> copied =
+        copyFile(fs::path(local.directory) / f, fs::path(privateDirectory) / f);
+    if (!copied.isOk()) return copied.status();
+    result.privateFileDigests.push_back(copied.value());
   }
+  result.hasChecksums = true;
   return Status::ok();
 }
 
@@ -117,7 +123,7 @@ void discardDirectory(const std::string& directory) {
 Result<KeyedStateHandleRef> storeNativeSnapshot(const NativeKeyedSnapshot& local,
                                                 const std::string& privateDirectory,
                                                 const std::string& sharedDirectory,
-                                                const std::map<std::string, std::string>& stored,
+                                                const StoredSstFiles& stored,
                                                 std::vector<std::string>& uploaded) {
   auto result = std::make_shared<NativeKeyedSnapshot>();
   result->directory = privateDirectory;

@@ -56,17 +56,21 @@ Status createDirectories(const std::string& path);
 // as there is nothing left to do about them).
 void discardDirectory(const std::string& directory);
 
+// SST files already stored, by RocksDB unique id (location and checksum
+// set).
+using StoredSstFiles = std::map<std::string, NativeKeyedSnapshot::SstFile>;
+
 // Incremental checkpoints (state.backend.incremental). Stores a native
 // keyed snapshot: its private files into `privateDirectory`
 // (<chk-n>/<node>-<subtask>/), its SST files into `sharedDirectory`, each
-// under a fresh name. An SST file whose unique id is in `stored` (id ->
-// location: the files of the last checkpoint this task knows completed) is
-// referred to there instead of copied. Appends the copies it made to
-// `uploaded`; on failure removes them and what it wrote.
+// under a fresh name, recording each copy's size and checksum. An SST file
+// whose unique id is in `stored` (the files of the last checkpoint this
+// task knows completed) is referred to there instead of copied. Appends the
+// copies it made to `uploaded`; on failure removes them and what it wrote.
 Result<KeyedStateHandleRef> storeNativeSnapshot(const NativeKeyedSnapshot& local,
                                                 const std::string& privateDirectory,
                                                 const std::string& sharedDirectory,
-                                                const std::map<std::string, std::string>& stored,
+                                                const StoredSstFiles& stored,
                                                 std::vector<std::string>& uploaded);
 
 }  // namespace sluice::checkpoint

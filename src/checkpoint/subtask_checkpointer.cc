@@ -31,10 +31,11 @@ void SubtaskCheckpointer::rememberRestoredFiles(
   std::lock_guard lock(mu_);
   for (const auto& [node, r] : restore) {
     for (const KeyedStateHandleRef& h : r.keyedState) {
-      if (!h.native) continue;
+      // Files from a checkpoint written before checksums are copied again.
+      if (!h.native || !h.native->hasChecksums) continue;
       for (const auto& f : h.native->sstFiles) {
         if (std::filesystem::path(f.location).parent_path() == shared) {
-          confirmedFiles_[node][f.uniqueId] = f.location;
+          confirmedFiles_[node][f.uniqueId] = f;
         }
       }
     }
@@ -111,7 +112,7 @@ Status SubtaskCheckpointer::writeKeyed(Upload& up, std::vector<std::string>& upl
           setup_.incrementalSharedDirectory, reusable, uploaded);
       if (!r.isOk()) return r.status();
       ref = std::move(r).value();
-      for (const auto& f : ref.native->sstFiles) stored[node][f.uniqueId] = f.location;
+      for (const auto& f : ref.native->sstFiles) stored[node][f.uniqueId] = f;
       continue;
     }
     if (up.directory.empty()) {
@@ -125,10 +126,17 @@ Status SubtaskCheckpointer::writeKeyed(Upload& up, std::vector<std::string>& upl
     if (!out) {
       return Status::ioError(fmt::format("cannot create '{}': {}", path, std::strerror(errno)));
     }
-    writer->writeTo(out);
-    out.flush();
+    try {
+      writer->writeTo(out);
+    } catch (...) {
+      return Status::ioError(
+          fmt::format("cannot write '{}': {}", path, describeCurrentException()));
+    }
+    errno = 0;
+    out.close();
     if (!out) {
-      return Status::ioError(fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
+      return Status::ioError(fmt::format("cannot write '{}': {}", path,
+                                         errno != 0 ? std::strerror(errno) : "close failed"));
     }
     ref.path = path;
   }

@@ -33,6 +33,7 @@
 
 #include "checkpoint/checkpoint_coordinator_gateway.h"
 #include "checkpoint/checkpoint_options.h"
+#include "checkpoint/checkpoint_storage.h"
 #include "core/serial_executor.h"
 
 namespace sluice::checkpoint {
@@ -90,7 +91,7 @@ class SubtaskCheckpointer {
   void waitForPendingUploads();
 
  private:
-  using StoredFiles = std::map<std::string, std::string>;  // unique id -> location
+  using StoredFiles = StoredSstFiles;  // unique id -> stored file
   struct Upload;
 
   void upload(const std::shared_ptr<Upload>& upload);

@@ -158,6 +158,12 @@ struct NativeKeyedSnapshot {
     // Absolute path of the stored copy (the job's shared directory); empty
     // in a snapshot not yet stored.
     std::string location;
+    // XXH3-64 of the stored copy (with hasChecksums).
+    uint64_t checksum = 0;
+  };
+  struct FileDigest {
+    uint64_t sizeBytes = 0;
+    uint64_t checksum = 0;
   };
   // The directory holding the private files: a local staging directory
   // while the snapshot is being stored, the checkpoint's copy afterwards.
@@ -166,6 +172,11 @@ struct NativeKeyedSnapshot {
   int32_t endKeyGroup = -1;
   std::vector<SstFile> sstFiles;
   std::vector<std::string> privateFiles;
+  // Once stored: the size and checksum of each private file, in the order
+  // of privateFiles, and every SstFile::checksum. False for a snapshot not
+  // yet stored and for one read from a checkpoint written before checksums.
+  bool hasChecksums = false;
+  std::vector<FileDigest> privateFileDigests;
 };
 
 // Writes a captured keyed-state snapshot (the canonical format of
