@@ -139,8 +139,12 @@ CheckpointCoordinator::SteadyTime CheckpointCoordinator::runDue(SteadyTime now) 
     }
     const bool running = gateway_ != nullptr && !attemptFailed_ && !stopped_;
     if (running && finalDue_) {
-      finalDue_ = false;
-      triggerFinal = true;
+      if (now >= finalDueAt_) {
+        finalDue_ = false;
+        triggerFinal = true;
+      } else {
+        next = std::min(next, finalDueAt_);
+      }
     } else if (running && config_.periodic() && !finalPhase_) {
       if (nextTrigger_ == SteadyTime::max()) nextTrigger_ = now + config_.interval;
       const SteadyTime due = std::max(nextTrigger_, lastCheckpointEnd_ + config_.minPause);
@@ -172,6 +176,37 @@ void CheckpointCoordinator::setRestoredCheckpoint(CompletedCheckpoint checkpoint
 std::optional<CompletedCheckpoint> CheckpointCoordinator::latestCompleted() const {
   std::lock_guard lock(mu_);
   return latest_;
+}
+
+std::vector<CompletedCheckpoint> CheckpointCoordinator::restoreCandidates() const {
+  std::lock_guard lock(mu_);
+  std::vector<CompletedCheckpoint> out;
+  if (latest_) out.push_back(*latest_);
+  for (auto it = retained_.rbegin(); it != retained_.rend(); ++it) {
+    if (latest_ && it->id == latest_->id && it->directory == latest_->directory) continue;
+    out.push_back(*it);
+  }
+  return out;
+}
+
+void CheckpointCoordinator::forgetDamaged(int64_t id) {
+  std::lock_guard lock(mu_);
+  // Not released from the registry: its shared files stay.
+  std::erase_if(retained_, [&](const CompletedCheckpoint& c) { return c.id == id; });
+  if (latest_ && latest_->id == id) {
+    latest_.reset();
+    if (!retained_.empty()) latest_ = retained_.back();
+  }
+}
+
+Status CheckpointCoordinator::initializeStorage() const {
+  if (!config_.periodic() || storage_.jobDirectory().empty()) return Status::ok();
+  Status st = createDirectories(storage_.jobDirectory());
+  if (!st.isOk()) {
+    return Status::ioError(fmt::format("cannot use state.checkpoints.dir '{}': {}",
+                                       config_.checkpointsBase, st.message()));
+  }
+  return Status::ok();
 }
 
 void CheckpointCoordinator::attemptStarted(CheckpointTaskGateway* gateway,
@@ -241,6 +276,7 @@ void CheckpointCoordinator::allTasksFinished() {
       // after it, the restart restores it and commits, instead of writing
       // the output again.
       finalDue_ = true;
+      finalDueAt_ = SteadyTime::min();
     } else {
       auto lease = std::make_shared<GatewayLease>(*this);
       deferred.push_back([lease] { (*lease)->notifyCheckpointComplete(kFinalCheckpointId); });
@@ -417,7 +453,10 @@ void CheckpointCoordinator::abortLocked(std::map<int64_t, PendingCheckpoint>::it
     if (auto cause = failures_.checkpointFailed(reason, true)) {
       failAttemptLocked(*cause, deferred);
     } else {
-      finalDue_ = true;  // the timer triggers it again
+      // The timer triggers it again, an interval later: never at once, so a
+      // failure that repeats neither spins nor recurses.
+      finalDue_ = true;
+      finalDueAt_ = lastCheckpointEnd_ + std::max(config_.interval, config_.minPause);
     }
     return;
   }

@@ -120,6 +120,17 @@ class CheckpointCoordinator final : public CheckpointCoordinatorGateway {
   void setRestoredCheckpoint(CompletedCheckpoint checkpoint);
   // The newest completed checkpoint or savepoint, to restore from.
   std::optional<CompletedCheckpoint> latestCompleted() const;
+  // What a recovery may restore from, newest first: the latest completed
+  // checkpoint or savepoint, then the older retained checkpoints.
+  std::vector<CompletedCheckpoint> restoreCandidates() const;
+  // Checkpoint `id` was found damaged: it is no longer a restore point (its
+  // files stay for inspection until the job's directory goes).
+  void forgetDamaged(int64_t id);
+  // Creates the job's checkpoint directory (Flink's
+  // initializeBaseLocationsForCheckpoint), so an unusable
+  // state.checkpoints.dir fails the job at submission, not at every
+  // checkpoint. OK when checkpoints are kept in memory or not taken.
+  Status initializeStorage() const;
   // An attempt runs `tasks`; the gateway stays valid until attemptEnded().
   void attemptStarted(CheckpointTaskGateway* gateway, std::vector<TaskId> tasks);
   // The attempt failed (a task failed or the job is being cancelled): no
@@ -185,7 +196,10 @@ class CheckpointCoordinator final : public CheckpointCoordinatorGateway {
   bool attemptFailed_ = false;
   bool finalPhase_ = false;  // every task finished
   bool finalDue_ = false;    // the final checkpoint is to be (re)triggered
-  bool stopped_ = false;     // shutdown() ran
+  // When: at once after the tasks finished; a failed final checkpoint is
+  // retried an interval (and at least the min pause) later, from the timer.
+  SteadyTime finalDueAt_ = SteadyTime::min();
+  bool stopped_ = false;  // shutdown() ran
   bool timerRunning_ = false;
   std::map<int64_t, PendingCheckpoint> pending_;
   // Fully acknowledged, completion under way: they still count against

@@ -8,6 +8,7 @@
 // never count. Not thread-safe: the coordinator calls it under its lock.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -21,11 +22,12 @@ class CheckpointFailureManager {
   // message when it must fail now.
   std::optional<std::string> checkpointFailed(const std::string& reason, bool final);
   void checkpointCompleted() { consecutive_ = 0; }
-  int consecutiveFailures() const { return consecutive_; }
+  int64_t consecutiveFailures() const { return consecutive_; }
 
  private:
-  const int tolerable_;
-  int consecutive_ = 0;
+  const int64_t tolerable_;
+  // 64 bits: at any tolerance up to INT32_MAX the count cannot wrap.
+  int64_t consecutive_ = 0;
 };
 
 }  // namespace sluice::checkpoint

@@ -4,6 +4,7 @@
 
 #include <sluice/core/config_options.h>
 
+#include "checkpoint/checkpoint_integrity.h"
 #include "checkpoint/checkpoint_metadata.h"
 #include "checkpoint/state_assignment.h"
 #include "core/logging.h"
@@ -12,13 +13,16 @@
 namespace sluice::runtime {
 namespace {
 
-// The savepoint a job starts from (execution.savepoint.path), if any.
+// The savepoint a job starts from (execution.savepoint.path), if any,
+// verified whole: a damaged one fails the submission, naming the file.
 std::optional<checkpoint::CompletedCheckpoint> initialCheckpoint(const Configuration& config) {
   const std::string path =
       checkpoint::stripFileScheme(config.get(options::kExecutionSavepointPath));
   if (path.empty()) return std::nullopt;
   Result<checkpoint::CompletedCheckpoint> cp = checkpoint::loadCheckpoint(path);
   if (!cp.isOk()) throw SluiceException(cp.status().message());
+  Status verified = checkpoint::verifyCheckpoint(cp.value());
+  if (!verified.isOk()) throw SluiceException(verified.message());
   return std::move(cp).value();
 }
 
@@ -62,6 +66,9 @@ std::shared_ptr<JobRun> JobRun::start(std::shared_ptr<const StreamGraph> graph,
   run->checkpointExecutor_ = std::make_unique<SerialExecutor>("checkpoint-io");
   run->coordinator_ =
       std::make_unique<checkpoint::CheckpointCoordinator>(config, std::move(job), clock);
+  if (Status st = run->coordinator_->initializeStorage(); !st.isOk()) {
+    throw SluiceException(st.message());
+  }
   run->scheduler_ =
       std::make_unique<Scheduler>(run->graph_, run->jobGraph_, options, *run->coordinator_,
                                   *run->checkpointExecutor_, run->jobId_);

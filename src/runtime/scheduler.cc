@@ -6,6 +6,7 @@
 
 #include <sluice/core/config_options.h>
 
+#include "checkpoint/checkpoint_integrity.h"
 #include "checkpoint/state_assignment.h"
 #include "core/logging.h"
 
@@ -211,12 +212,52 @@ bool Scheduler::shouldRestart(Attempt& a) {
   }
   log::warn("Job {} failed ({}); restarting in {} ms ({})", jobId_, a.firstError, delay->count(),
             restartStrategy_->describe());
+  noteRepeatedFailure(a.firstError);
   cv_.wait_for(lock, *delay, [&] { return cancelRequested_.load(); });
   if (cancelRequested_.load()) {
     cancelledWhileRestarting_ = true;
     return false;
   }
   return true;
+}
+
+std::optional<checkpoint::CompletedCheckpoint> Scheduler::restorePoint() {
+  std::vector<checkpoint::CompletedCheckpoint> candidates = coordinator_.restoreCandidates();
+  if (candidates.empty()) return std::nullopt;  // none completed: from the start
+  std::string damaged;
+  for (auto& cp : candidates) {
+    Status verified = checkpoint::verifyCheckpoint(cp);
+    if (verified.isOk()) return std::move(cp);
+    // Beyond Flink, which would restore it and fail again forever: an older
+    // retained checkpoint is as consistent, only older.
+    log::warn(
+        "Job {}: {} is damaged and is skipped; trying the next older retained checkpoint. "
+        "{}",
+        jobId_, cp.describe(), verified.message());
+    coordinator_.forgetDamaged(cp.id);
+    damaged += fmt::format("\n  {}", verified.message());
+  }
+  throw SluiceException(
+      fmt::format("no usable checkpoint to restore from: every retained checkpoint is damaged "
+                  "(state.checkpoints.num-retained keeps more):{}",
+                  damaged));
+}
+
+void Scheduler::noteRepeatedFailure(const std::string& error) {
+  if (error == lastFailure_) {
+    ++sameFailureCount_;
+  } else {
+    lastFailure_ = error;
+    sameFailureCount_ = 1;
+  }
+  if (sameFailureCount_ != kRepeatedFailureWarning || repeatWarned_) return;
+  repeatWarned_ = true;
+  log::error(
+      "Job {} has failed {} times in a row with the same error, and {} keeps restarting it: {}. "
+      "If the job cannot get past it, cancel the job, or bound the restarts: "
+      "restart-strategy.type: fixed-delay with restart-strategy.fixed-delay.attempts, or "
+      "restart-strategy.type: none (see docs/checkpoints.md, \"Restart strategies\").",
+      jobId_, sameFailureCount_, restartStrategy_->describe(), error);
 }
 
 JobOutcome Scheduler::run() {
@@ -234,9 +275,9 @@ JobOutcome Scheduler::run() {
       }
     }
     if (!shouldRestart(a)) break;
-    std::optional<checkpoint::CompletedCheckpoint> from = coordinator_.latestCompleted();
     ++restarts_;
     try {
+      std::optional<checkpoint::CompletedCheckpoint> from = restorePoint();
       startAttempt(a.number + 1, from ? &*from : nullptr);
     } catch (...) {
       std::lock_guard lock(mu_);

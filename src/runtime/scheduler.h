@@ -85,6 +85,14 @@ class Scheduler final : private TaskListener, private checkpoint::CheckpointTask
   void joinAttempt();
   // Whether to start another attempt, after waiting its delay.
   bool shouldRestart(Attempt& attempt);
+  // The checkpoint a restart restores: the newest retained one that
+  // verifies (checkpoint_integrity.h), skipping damaged ones with a warning;
+  // none when no checkpoint completed. Throws when every one is damaged.
+  std::optional<checkpoint::CompletedCheckpoint> restorePoint();
+  // Logs once, as an error, when the same failure repeats
+  // kRepeatedFailureWarning times in a row: a restart loop a user should
+  // know how to stop.
+  void noteRepeatedFailure(const std::string& error);
   JobOutcome outcome(Attempt& attempt, const std::string& coordinatorError);
 
   // TaskListener
@@ -114,6 +122,11 @@ class Scheduler final : private TaskListener, private checkpoint::CheckpointTask
   bool cancelledWhileRestarting_ = false;
   std::atomic<bool> cancelRequested_{false};
   std::atomic<int64_t> restarts_{0};
+  // The restart-loop warning (noteRepeatedFailure), under mu_.
+  static constexpr int kRepeatedFailureWarning = 10;
+  std::string lastFailure_;
+  int sameFailureCount_ = 0;
+  bool repeatWarned_ = false;
 };
 
 }  // namespace sluice::runtime

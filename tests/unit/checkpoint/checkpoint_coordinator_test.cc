@@ -5,7 +5,9 @@
 #include "checkpoint/checkpoint_coordinator.h"
 
 #include <filesystem>
+#include <fstream>
 #include <future>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,6 +28,7 @@ namespace checkpoint_coordinator_test {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using Ms = std::chrono::milliseconds;
@@ -351,7 +354,11 @@ TEST_F(CoordinatorTest, TheFinalCheckpointFollowsTheLastTaskAndCommitsOnCompleti
   advance(0);  // ...but the final one
   ASSERT_THAT(gateway.triggered, ElementsAre(1, 2));
   coordinator->declineCheckpoint(2, job.tasks[3], "could not write", true);
-  advance(0);  // a failed final checkpoint is retried
+  advance(0);  // a failed final checkpoint is retried, an interval later
+  ASSERT_THAT(gateway.triggered, ElementsAre(1, 2));
+  advance(99999);
+  ASSERT_THAT(gateway.triggered, ElementsAre(1, 2));
+  advance(1);
   ASSERT_THAT(gateway.triggered, ElementsAre(1, 2, 3));
   ackAll(3);
   EXPECT_THAT(gateway.completed, ElementsAre(1, 3, kFinalCheckpointId));
@@ -369,6 +376,32 @@ TEST_F(CoordinatorTest, AFinalCheckpointThatKeepsFailingFailsTheJob) {
   EXPECT_THAT(gateway.failures[0], HasSubstr("the final checkpoint failed 1 time(s)"));
   advance(0);
   EXPECT_THAT(gateway.triggered, ElementsAre(1)) << "no retry once the job fails";
+}
+
+TEST_F(CoordinatorTest, AFinalCheckpointFailingForeverAtMaximalToleranceIsRetriedOncePerInterval) {
+  // state.checkpoints.dir is a regular file: every checkpoint directory
+  // fails to be created, on the triggering thread, at once.
+  test::TempDir dir;
+  const std::string notADirectory = (dir.path() / "file").string();
+  { std::ofstream(notADirectory) << "x"; }
+  CheckpointCoordinatorConfig c = periodic(1000);
+  c.minPause = Ms(1500);
+  c.tolerableFailures = std::numeric_limits<int32_t>::max();
+  c.checkpointsBase = notADirectory;
+  start(c);
+  EXPECT_THAT(coordinator->initializeStorage().message(),
+              AllOf(HasSubstr("state.checkpoints.dir"), HasSubstr(notADirectory)));
+  coordinator->allTasksFinished();
+  advance(0);
+  ASSERT_THAT(gateway.triggered, ElementsAre()) << "it fails before reaching the tasks";
+  EXPECT_EQ(coordinator->stats().failed, 1);
+  // No retry on the same stack, none at once: the next one a min pause
+  // (the larger of it and the interval) later, never recursing.
+  for (int i = 0; i < 50; ++i) advance(0);
+  EXPECT_EQ(coordinator->stats().failed, 1);
+  for (int i = 0; i < 2000; ++i) advance(1500);
+  EXPECT_EQ(coordinator->stats().failed, 2001);
+  EXPECT_TRUE(gateway.failures.empty()) << "2^31-1 failures are tolerated";
 }
 
 TEST_F(CoordinatorTest, WithoutCheckpointsTheFinalCommitComesAtOnce) {
