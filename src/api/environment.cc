@@ -2,6 +2,7 @@
 
 #include <sluice/environment.h>
 
+#include "api/signal_cancel.h"
 #include "core/logging.h"
 #include "runtime/mini_cluster.h"
 
@@ -90,7 +91,11 @@ std::shared_ptr<JobHandle> start(const std::shared_ptr<EnvironmentState>& state,
 
 JobExecutionResult executeState(const std::shared_ptr<EnvironmentState>& state,
                                 const std::string& jobName) {
-  return JobClient(start(state, jobName)).getJobExecutionResult();
+  std::shared_ptr<JobHandle> handle = start(state, jobName);
+  SignalCancelScope signals(&handle->run());
+  handle->run().wait();
+  signals.finishIfSignalled();
+  return JobClient(std::move(handle)).getJobExecutionResult();
 }
 
 }  // namespace internal
