@@ -205,16 +205,20 @@ TEST(CheckpointRetentionTest, AFailedJobKeepsItsLatestCheckpoint) {
 
 TEST(CheckpointFailureTest, UnwritableDirectoryFailsTheJobAfterTheTolerableLimit) {
   TempDir dir("unwritable");
-  std::ofstream(dir.path() / "a-file") << "not a directory";
   StreamExecutionEnvironment env;
   env.enableCheckpointing(milliseconds(15));
-  env.getCheckpointConfig()
-      .setCheckpointStorage((dir.path() / "a-file" / "checkpoints").string())
-      .setTolerableCheckpointFailureNumber(2);
+  env.getCheckpointConfig().setCheckpointStorage(dir.str()).setTolerableCheckpointFailureNumber(2);
   env.setRestartStrategy(RestartStrategies::noRestart());
-  auto out = buildRunningSum(env, kUnboundedCount, 5000,
-                             std::make_shared<FaultPlan>(std::vector<Fault>{}));
+  auto gate = std::make_shared<SourceGate>();
+  auto out = buildGatedRunningSum(env, kUnboundedCount, gate,
+                                  std::make_shared<FaultPlan>(std::vector<Fault>{}));
   JobClient client = env.executeAsync("unwritable");
+  // The storage goes bad under the running job: its directory becomes a
+  // file. (An unusable directory at submission fails the submission.)
+  const fs::path jobDir = dir.path() / client.getJobId();
+  fs::remove_all(jobDir);
+  std::ofstream(jobDir) << "not a directory";
+  gate->openFully();
   try {
     client.getJobExecutionResult();
     FAIL() << "expected a failure";
@@ -224,7 +228,7 @@ TEST(CheckpointFailureTest, UnwritableDirectoryFailsTheJobAfterTheTolerableLimit
         << what;
     EXPECT_NE(what.find("3 consecutive"), std::string::npos) << what;
     EXPECT_NE(what.find("Not a directory"), std::string::npos) << what;
-    EXPECT_NE(what.find("a-file"), std::string::npos) << what;
+    EXPECT_NE(what.find(jobDir.string()), std::string::npos) << what;
   }
   EXPECT_EQ(client.getCheckpointStats().failed, 3);
   EXPECT_EQ(client.getCheckpointStats().completed, 0);
