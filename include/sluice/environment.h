@@ -302,9 +302,12 @@ class StreamExecutionEnvironment {
     return fromSource(GeneratorSource<T, F>(std::move(generator), count, recordsPerSecond),
                       "Generator Source");
   }
-  // The lines of a file, or of every file in a directory.
+  // The lines of a regular file, or of every file in a directory (FIFOs,
+  // sockets and devices are refused).
   SingleOutputStreamOperator<std::string> readTextFile(const std::string& path);
-  // Lines read from a TCP socket until it closes. At-most-once.
+  // Lines read from a TCP socket until it closes. At-most-once. Lines are
+  // bounded by source.socket.max-line-length (source.socket.oversized-lines:
+  // fail or truncate); a connect gives up after source.socket.connect-timeout.
   SingleOutputStreamOperator<std::string> socketTextStream(const std::string& host, int port,
                                                            char delimiter = '\n',
                                                            int64_t maxRetry = 0);

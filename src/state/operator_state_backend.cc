@@ -16,6 +16,8 @@
 
 #include <sluice/state/operator_state.h>
 
+#include "core/text.h"
+
 namespace sluice {
 
 namespace {
@@ -63,8 +65,9 @@ void checkElements(ParsedState& s, size_t base, const std::string& source) {
                                    std::to_string(s.count) + " elements");
     }
   } catch (const SerializationError& e) {
-    throw SerializationError(source + ": state '" + s.name + "' (elements start at byte offset " +
-                             std::to_string(base) + "): " + e.what());
+    throw SerializationError(source + ": state '" + escapeForMessage(s.name) +
+                             "' (elements start at byte offset " + std::to_string(base) +
+                             "): " + e.what());
   }
 }
 
@@ -95,8 +98,8 @@ std::vector<ParsedState> parseSnapshot(const std::string& bytes, const std::stri
       s.name = std::string(in.readStringView());
       const uint8_t mode = in.readU8();
       if (mode > static_cast<uint8_t>(OperatorStateMode::kBroadcast)) {
-        in.failAt(in.position() - 1,
-                  "state '" + s.name + "' has unknown mode " + std::to_string(mode));
+        in.failAt(in.position() - 1, "state '" + escapeForMessage(s.name) + "' has unknown mode " +
+                                         std::to_string(mode));
       }
       s.mode = static_cast<OperatorStateMode>(mode);
       s.schema = std::string(in.readStringView());
@@ -105,7 +108,7 @@ std::vector<ParsedState> parseSnapshot(const std::string& bytes, const std::stri
       s.elements = in.readStringView();
       for (const ParsedState& earlier : states) {
         if (earlier.name == s.name) {
-          in.failAt(stateStart, "state '" + s.name + "' appears twice");
+          in.failAt(stateStart, "state '" + escapeForMessage(s.name) + "' appears twice");
         }
       }
       checkElements(s, in.position() - s.elements.size(), source);
@@ -319,8 +322,8 @@ std::vector<std::string> OperatorStateBackend::repartition(
         c.bySubtask.assign(oldCount, nullptr);
       } else if (c.first->mode != s.mode || c.first->schema != s.schema ||
                  c.first->valueSchema != s.valueSchema) {
-        throw SluiceException("operator state repartition: state '" + s.name + "' is " +
-                              modeAndSchema(*c.first) + " in old subtask " +
+        throw SluiceException("operator state repartition: state '" + escapeForMessage(s.name) +
+                              "' is " + modeAndSchema(*c.first) + " in old subtask " +
                               std::to_string(c.firstSubtask) + " but " + modeAndSchema(s) +
                               " in old subtask " + std::to_string(i));
       }

@@ -238,6 +238,11 @@ rocksdb::DBOptions makeDbOptions(const RocksDbSharedResources& resources, bool i
   rocksdb::DBOptions options;
   options.create_if_missing = true;
   options.create_missing_column_families = true;
+  // RocksDB's own checks stay on: every block read is checked against its
+  // checksum (ReadOptions::verify_checksums, the default) and the files
+  // are checked on open. Restored SST files were already checked whole
+  // against the checksums in _metadata (checkpoint_integrity.h).
+  options.paranoid_checks = true;
   // Table readers stay open; their index and filter blocks are in the cache.
   options.max_open_files = -1;
   options.write_buffer_manager = resources.writeBufferManager();

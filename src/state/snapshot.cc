@@ -28,6 +28,7 @@
 #include <sluice/state/snapshot.h>
 
 #include "core/checksum.h"
+#include "core/text.h"
 
 namespace sluice {
 
@@ -157,8 +158,8 @@ StateMetaInfo readStateMetaInfo(DataInputView& in) {
   const size_t kindPos = in.position();
   const uint8_t kind = in.readU8();
   if (kind > static_cast<uint8_t>(StateKind::kAggregating)) {
-    in.failAt(kindPos,
-              "invalid state kind " + std::to_string(kind) + " of state '" + meta.name + "'");
+    in.failAt(kindPos, "invalid state kind " + std::to_string(kind) + " of state '" +
+                           escapeForMessage(meta.name) + "'");
   }
   meta.kind = static_cast<StateKind>(kind);
   in.readString(meta.namespaceSchema);

@@ -426,6 +426,56 @@ TEST(CheckpointIntegrityTest, ARecoveryWithEveryCheckpointDamagedFailsTheJob) {
   EXPECT_EQ(r.client->getCheckpointStats().restarts, 1);
 }
 
+TEST(CheckpointIntegrityTest, ADamagedFileOfAnIncrementalCheckpointIsNamedWithBothSums) {
+  TempDir dir("incremental");
+  Configuration config;
+  config.setString("state.backend.type", "rocksdb");
+  config.setString("state.backend.incremental", "true");
+  RetainedRun run = retainedCheckpoints(dir, 2, config);
+  const fs::path cp = chk(run, 1);
+  Result<checkpoint::CompletedCheckpoint> loaded = checkpoint::loadCheckpoint(cp.string());
+  ASSERT_TRUE(loaded.isOk()) << loaded.status().message();
+  ASSERT_TRUE(checkpoint::verifyCheckpoint(loaded.value()).isOk());
+  // A shared SST file (referred to by both checkpoints), then a private
+  // file of the newer one.
+  const std::vector<fs::path> ssts = filesNamed(run.jobDir / "shared", ".sst");
+  ASSERT_FALSE(ssts.empty());
+  std::vector<fs::path> privates;
+  for (const auto& e : fs::recursive_directory_iterator(cp)) {
+    if (e.is_regular_file() && e.path().filename().string().rfind("MANIFEST", 0) == 0) {
+      privates.push_back(e.path());
+    }
+  }
+  ASSERT_FALSE(privates.empty());
+  for (const fs::path& damaged : {ssts.front(), privates.front()}) {
+    const std::string bytes = readAll(damaged);
+    flipByte(damaged, bytes.size() / 2);
+    Status st = checkpoint::verifyCheckpoint(loaded.value());
+    EXPECT_THAT(st.message(), AllOf(HasSubstr(damaged.string()), HasSubstr("is corrupt"),
+                                    HasSubstr("its checksum is 0x"), HasSubstr("recorded 0x")));
+    // A restore from it fails the submission the same way.
+    Configuration resume = config;
+    resume.setString("execution.savepoint.path", cp.string());
+    StreamExecutionEnvironment env(resume);
+    env.setParallelism(2);
+    buildRunningSum(env, 1000, 0, std::make_shared<FaultPlan>(std::vector<Fault>{}));
+    try {
+      env.execute("resume from a damaged incremental checkpoint");
+      ADD_FAILURE() << "expected the submission to fail";
+    } catch (const JobExecutionException& e) {
+      EXPECT_THAT(e.what(), HasSubstr(damaged.string()));
+    }
+    writeAll(damaged, bytes);
+    // Truncated: the size is checked first.
+    writeAll(damaged, bytes.substr(0, bytes.size() - 1));
+    EXPECT_THAT(checkpoint::verifyCheckpoint(loaded.value()).message(),
+                AllOf(HasSubstr(damaged.string()),
+                      HasSubstr("has " + std::to_string(bytes.size() - 1) + " bytes")));
+    writeAll(damaged, bytes);
+  }
+  EXPECT_TRUE(checkpoint::verifyCheckpoint(loaded.value()).isOk());
+}
+
 // ---------------------------------------------------------------------------
 // Unavailable storage
 

@@ -77,7 +77,8 @@ inline constexpr ConfigOption<std::string> kStateBackendType{
 inline constexpr ConfigOption<std::string> kStateBackendRocksDbLocalDir{
     "state.backend.rocksdb.localdir", "",
     "Directory under which RocksDB keeps the working files of each keyed operator subtask; each "
-    "subtask's directory is removed when it ends. Empty means the system temp directory."};
+    "subtask's directory is removed when it ends, and those of dead processes at the next start. "
+    "Empty means the system temp directory."};
 
 inline constexpr ConfigOption<bool> kStateBackendRocksDbMemoryManaged{
     "state.backend.rocksdb.memory.managed", true,

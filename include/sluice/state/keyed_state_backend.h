@@ -72,7 +72,9 @@ struct KeyedBackendParams {
   const Clock* clock = &SystemClock::instance();
 
   // RocksDB only. The backend works in a fresh directory under `localDir`
-  // and removes it in dispose(). With `sharedResources` it charges its
+  // and removes it in dispose(); a process killed before that leaves it
+  // behind, and the next backend in `localDir` removes it (docs/state.md,
+  // "Working directories"). With `sharedResources` it charges its
   // block cache and memtables to them, otherwise to its own budget of
   // `managedMemoryBytes`.
   std::string localDir;
