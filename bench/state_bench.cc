@@ -15,6 +15,11 @@
 //                   (overwrites: every key's map is populated beforehand
 //                   with 4 user keys, 2 with 10M keys)
 //   MapGet          get() of one of those user keys of an existing key
+//   SnapshotWrite   a canonical keyed snapshot of 1M entries (int64 key,
+//                   int64 value; checksums included) into memory, bytes/s
+//   SnapshotChecksum  the XXH3-64 pass alone over those snapshot bytes: its
+//                   share of SnapshotWrite is what the checksums cost a
+//                   checkpoint (issue 15)
 //
 // One backend per (backend type, key count) is built on first use and kept
 // while the benchmarks of that pair run (they are registered together), then
@@ -34,6 +39,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -45,8 +51,10 @@
 #include <sluice/core/serializer.h>
 #include <sluice/internal/keyed_state.h>
 #include <sluice/state/keyed_state_backend.h>
+#include <sluice/state/snapshot.h>
 #include <sluice/state/state.h>
 
+#include "core/checksum.h"
 #include "state/rocksdb_keyed_backend.h"
 
 namespace {
@@ -325,6 +333,49 @@ void BM_MapGet(benchmark::State& state, StateBackendType type, int64_t keys) {
   f.report(state);
 }
 
+// 1M entries over 128 key groups, as a hashmap snapshot writes them.
+std::string writeSnapshot() {
+  std::ostringstream out;
+  sluice::StateMetaInfo meta;
+  meta.name = "value";
+  meta.namespaceSchema = "void";
+  meta.valueSchema = "int64";
+  sluice::CanonicalSnapshotWriter writer(out, "int64", kMaxParallelism,
+                                         sluice::KeyGroupRange{0, kMaxParallelism - 1}, {meta});
+  constexpr int64_t kEntries = 1'000'000;
+  std::vector<uint8_t> key, value;
+  for (int32_t g = 0; g < kMaxParallelism; ++g) {
+    writer.beginKeyGroup(g);
+    for (int64_t i = g; i < kEntries; i += kMaxParallelism) {
+      key.clear();
+      value.clear();
+      sluice::DataOutputView k(key), v(value);
+      k.writeI64(i);
+      v.writeI64(i * 7);
+      writer.writeEntry(0, {reinterpret_cast<const char*>(key.data()), key.size()},
+                        {reinterpret_cast<const char*>(value.data()), value.size()});
+    }
+  }
+  writer.finish();
+  return out.str();
+}
+
+void BM_SnapshotWrite(benchmark::State& state) {
+  size_t bytes = 0;
+  for (auto _ : state) {
+    std::string s = writeSnapshot();
+    bytes = s.size();
+    benchmark::DoNotOptimize(s.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bytes));
+}
+
+void BM_SnapshotChecksum(benchmark::State& state) {
+  const std::string s = writeSnapshot();
+  for (auto _ : state) benchmark::DoNotOptimize(sluice::checksum64(s));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * s.size()));
+}
+
 // Registered per (backend, keys) pair, so each pair's benchmarks run
 // back to back on one fixture.
 void registerAll() {
@@ -354,6 +405,9 @@ void registerAll() {
     add("MapPut", BM_MapPut);
     add("MapGet", BM_MapGet);
   }
+  benchmark::RegisterBenchmark("SnapshotWrite/1M", BM_SnapshotWrite)->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("SnapshotChecksum/1M", BM_SnapshotChecksum)
+      ->Unit(benchmark::kMillisecond);
 }
 
 }  // namespace
