@@ -9,6 +9,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include "core/logging.h"
 #include "runtime/mini_cluster.h"
@@ -104,6 +105,9 @@ SignalCancelScope::SignalCancelScope(runtime::JobRun* run) : run_(run) {
 SignalCancelScope::~SignalCancelScope() {
   Registry& r = registry();
   std::thread watcher;
+  int pipeRead = -1;
+  int pipeWrite = -1;
+  int pending = 0;
   {
     std::lock_guard lock(r.mu);
     r.runs.erase(run_);
@@ -113,15 +117,19 @@ SignalCancelScope::~SignalCancelScope() {
       r.installed[i] = false;
     }
     gPipeWrite.store(-1);
+    // A signal that came after the job stopped, before the handlers went.
+    pending = gSignalled.exchange(0);
     const unsigned char stop = 0;
     [[maybe_unused]] ssize_t n = ::write(r.pipeWrite, &stop, 1);
     watcher = std::move(r.watcher);
+    // The registry is free for the next scope now; these fds are ours.
+    pipeRead = std::exchange(r.pipeRead, -1);
+    pipeWrite = std::exchange(r.pipeWrite, -1);
   }
   if (watcher.joinable()) watcher.join();
-  std::lock_guard lock(r.mu);
-  ::close(r.pipeRead);
-  ::close(r.pipeWrite);
-  r.pipeRead = r.pipeWrite = -1;
+  ::close(pipeRead);
+  ::close(pipeWrite);
+  if (pending != 0) ::raise(pending);  // its own disposition again
 }
 
 void SignalCancelScope::finishIfSignalled() {

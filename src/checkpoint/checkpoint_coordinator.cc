@@ -170,6 +170,11 @@ CheckpointCoordinator::SteadyTime CheckpointCoordinator::runDue(SteadyTime now) 
 
 void CheckpointCoordinator::setRestoredCheckpoint(CompletedCheckpoint checkpoint) {
   std::lock_guard lock(mu_);
+  // Ids go on from the restored one, as Flink's CheckpointIDCounter does:
+  // the checkpoints of this run are newer than it, and a restart restores
+  // them, not the savepoint.
+  nextId_ = std::max(nextId_, checkpoint.id + 1);
+  restored_ = checkpoint;
   latest_ = std::move(checkpoint);
 }
 
@@ -181,21 +186,33 @@ std::optional<CompletedCheckpoint> CheckpointCoordinator::latestCompleted() cons
 std::vector<CompletedCheckpoint> CheckpointCoordinator::restoreCandidates() const {
   std::lock_guard lock(mu_);
   std::vector<CompletedCheckpoint> out;
-  if (latest_) out.push_back(*latest_);
-  for (auto it = retained_.rbegin(); it != retained_.rend(); ++it) {
-    if (latest_ && it->id == latest_->id && it->directory == latest_->directory) continue;
-    out.push_back(*it);
-  }
+  auto add = [&](const CompletedCheckpoint& c) {
+    for (const auto& o : out) {
+      if (o.id == c.id && o.directory == c.directory) return;
+    }
+    out.push_back(c);
+  };
+  if (latest_) add(*latest_);
+  for (auto it = retained_.rbegin(); it != retained_.rend(); ++it) add(*it);
+  if (restored_) add(*restored_);
   return out;
 }
 
-void CheckpointCoordinator::forgetDamaged(int64_t id) {
+void CheckpointCoordinator::forgetDamaged(const CompletedCheckpoint& damaged) {
   std::lock_guard lock(mu_);
+  auto same = [&](const CompletedCheckpoint& c) {
+    return c.id == damaged.id && c.directory == damaged.directory;
+  };
   // Not released from the registry: its shared files stay.
-  std::erase_if(retained_, [&](const CompletedCheckpoint& c) { return c.id == id; });
-  if (latest_ && latest_->id == id) {
+  std::erase_if(retained_, same);
+  if (restored_ && same(*restored_)) restored_.reset();
+  if (latest_ && same(*latest_)) {
     latest_.reset();
-    if (!retained_.empty()) latest_ = retained_.back();
+    if (!retained_.empty()) {
+      latest_ = retained_.back();
+    } else if (restored_) {
+      latest_ = restored_;
+    }
   }
 }
 

@@ -121,11 +121,12 @@ class CheckpointCoordinator final : public CheckpointCoordinatorGateway {
   // The newest completed checkpoint or savepoint, to restore from.
   std::optional<CompletedCheckpoint> latestCompleted() const;
   // What a recovery may restore from, newest first: the latest completed
-  // checkpoint or savepoint, then the older retained checkpoints.
+  // checkpoint or savepoint, the older retained checkpoints, then the
+  // checkpoint or savepoint the job started from.
   std::vector<CompletedCheckpoint> restoreCandidates() const;
   // Checkpoint `id` was found damaged: it is no longer a restore point (its
   // files stay for inspection until the job's directory goes).
-  void forgetDamaged(int64_t id);
+  void forgetDamaged(const CompletedCheckpoint& damaged);
   // Creates the job's checkpoint directory (Flink's
   // initializeBaseLocationsForCheckpoint), so an unusable
   // state.checkpoints.dir fails the job at submission, not at every
@@ -208,6 +209,8 @@ class CheckpointCoordinator final : public CheckpointCoordinatorGateway {
   int completing_ = 0;
   std::deque<CompletedCheckpoint> retained_;   // checkpoints, oldest first
   std::optional<CompletedCheckpoint> latest_;  // newest checkpoint or savepoint
+  // What the job started from: the last restore candidate.
+  std::optional<CompletedCheckpoint> restored_;
   SharedStateRegistry registry_;
   CheckpointFailureManager failures_;
   CheckpointStats stats_;

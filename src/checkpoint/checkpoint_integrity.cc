@@ -18,6 +18,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A file that is not there: missing (kCorruption, as damaged) or not
+// readable now (kIoError, which may pass).
+Status statError(const std::string& what, const std::string& path, int err) {
+  const std::string message =
+      fmt::format("the {} '{}' cannot be read: {}", what, path, std::strerror(err));
+  return err == ENOENT ? Status::corruption(message) : Status::ioError(message);
+}
+
 Status verifyNative(const NativeKeyedSnapshot& n) {
   for (const auto& f : n.sstFiles) {
     if (n.hasChecksums) {
@@ -27,10 +35,7 @@ Status verifyNative(const NativeKeyedSnapshot& n) {
     }
     // Written before checksums: presence and size.
     struct stat st {};
-    if (::stat(f.location.c_str(), &st) != 0) {
-      return Status::ioError(
-          fmt::format("the SST file '{}' cannot be read: {}", f.location, std::strerror(errno)));
-    }
+    if (::stat(f.location.c_str(), &st) != 0) return statError("SST file", f.location, errno);
     if (static_cast<uint64_t>(st.st_size) != f.sizeBytes) {
       return Status::corruption(
           fmt::format("the SST file '{}' has {} bytes, the checkpoint "
@@ -46,11 +51,9 @@ Status verifyNative(const NativeKeyedSnapshot& n) {
                                               "private file of an incremental snapshot"));
       continue;
     }
-    std::error_code ec;
-    if (!fs::is_regular_file(path, ec)) {
-      return Status::ioError(
-          fmt::format("the private file '{}' of an incremental snapshot is missing{}", path,
-                      ec ? ": " + ec.message() : std::string()));
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+      return statError("private file of an incremental snapshot", path, errno);
     }
   }
   return Status::ok();
@@ -58,6 +61,12 @@ Status verifyNative(const NativeKeyedSnapshot& n) {
 
 Status verifyKeyed(const KeyedStateHandleRef& keyed) {
   if (keyed.native) return verifyNative(*keyed.native);
+  if (!keyed.path.empty()) {
+    struct stat st {};
+    if (::stat(keyed.path.c_str(), &st) != 0) {
+      return statError("keyed-state snapshot", keyed.path, errno);
+    }
+  }
   try {
     if (!keyed.path.empty()) {
       CanonicalSnapshotReader::fromFile(keyed.path).verify();
@@ -65,6 +74,12 @@ Status verifyKeyed(const KeyedStateHandleRef& keyed) {
       CanonicalSnapshotReader::fromBytes(keyed.bytes, "keyed state kept in memory").verify();
     }
   } catch (const std::exception& e) {
+    // The reader says "cannot open/read" for an OS error (which may pass),
+    // "corrupt" for what it found in the bytes.
+    const std::string_view what = e.what();
+    if (what.starts_with("cannot open") || what.starts_with("cannot read")) {
+      return Status::ioError(e.what());
+    }
     return Status::corruption(e.what());
   }
   return Status::ok();
@@ -76,12 +91,12 @@ Status verifyCheckpoint(const CompletedCheckpoint& cp) {
   for (const auto& op : cp.operators) {
     for (size_t s = 0; s < op.subtasks.size(); ++s) {
       Status st = verifyKeyed(op.subtasks[s].keyed);
-      if (!st.isOk()) {
-        return Status::corruption(fmt::format(
-            "{} cannot be restored: the keyed state of "
-            "operator '{}' (uid '{}'), subtask {}: {}",
-            cp.describe(), escapeForMessage(op.name), escapeForMessage(op.uid), s, st.message()));
-      }
+      if (st.isOk()) continue;
+      const std::string message = fmt::format(
+          "{} cannot be restored: the keyed state of operator '{}' (uid '{}'), subtask {}: {}",
+          cp.describe(), escapeForMessage(op.name), escapeForMessage(op.uid), s, st.message());
+      return st.code() == StatusCode::kCorruption ? Status::corruption(message)
+                                                  : Status::ioError(message);
     }
   }
   return Status::ok();

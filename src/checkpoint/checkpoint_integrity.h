@@ -19,8 +19,10 @@
 
 namespace sluice::checkpoint {
 
-// OK, or kCorruption / kIoError naming the checkpoint, the file and what is
-// wrong with it (for a checksum: the block and both sums).
+// OK, or an error naming the checkpoint, the file and what is wrong with
+// it (for a checksum: the block and both sums): kCorruption when a file is
+// missing or its bytes are wrong, kIoError when a file cannot be read now
+// (permissions, EIO, too many open files), which may pass.
 Status verifyCheckpoint(const CompletedCheckpoint& checkpoint);
 
 }  // namespace sluice::checkpoint

@@ -32,7 +32,7 @@ constexpr uint32_t kVersion = 3;
 // Version 3 ends with the XXH3-64 of every byte before it.
 constexpr size_t kChecksumSize = 8;
 // The smallest encodings, bounding counts read from the file.
-constexpr size_t kMinOperatorBytes = 4 * 1 + 4 + 4 + 1 + 4;
+constexpr size_t kMinOperatorBytes = 1 + 1 + 4 + 4 + 1 + 1 + 4;
 constexpr size_t kMinSubtaskBytes = 1 + 1 + 1 + 1;
 constexpr size_t kMinSstFileBytes = 1 + 1 + 8 + 1;
 

@@ -48,6 +48,7 @@ Status storeFiles(const NativeKeyedSnapshot& local, const std::string& privateDi
     auto it = stored.find(f.uniqueId);
     if (it != stored.end()) {
       out.location = it->second.location;
+      out.sizeBytes = it->second.sizeBytes;
       out.checksum = it->second.checksum;
     } else {
       out.location = (fs::path(sharedDirectory) / freshSharedName(f.uniqueId)).string();

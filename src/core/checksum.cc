@@ -120,8 +120,12 @@ Status verifyFileDigest(const std::string& path, const FileDigest& expected,
                         std::string_view what) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ENOENT) {
+      return Status::corruption(fmt::format("the {} '{}' is missing", what, path));
+    }
     return Status::ioError(
-        fmt::format("the {} '{}' cannot be read: {}", what, path, std::strerror(errno)));
+        fmt::format("the {} '{}' cannot be read: {}", what, path, std::strerror(err)));
   }
   if (static_cast<uint64_t>(st.st_size) != expected.sizeBytes) {
     return Status::corruption(fmt::format("the {} '{}' has {} bytes, the checkpoint recorded {}",

@@ -59,7 +59,8 @@ Result<FileDigest> digestFile(const std::string& path);
 Result<FileDigest> copyFileWithDigest(const std::string& from, const std::string& to);
 
 // Checks `path` against `expected`: its size first, then its checksum. The
-// error (kCorruption, or kIoError when it cannot be read) names the file,
+// error (kCorruption when the file is missing or differs, kIoError when it
+// cannot be read, which may pass) names the file,
 // `what` it is ("SST file of checkpoint 7"), and both values.
 Status verifyFileDigest(const std::string& path, const FileDigest& expected, std::string_view what);
 

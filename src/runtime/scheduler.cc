@@ -221,6 +221,14 @@ bool Scheduler::shouldRestart(Attempt& a) {
   return true;
 }
 
+namespace {
+// The checkpoint to restore cannot be read now; it is not known damaged.
+class RestorePointUnreadable : public SluiceException {
+ public:
+  using SluiceException::SluiceException;
+};
+}  // namespace
+
 std::optional<checkpoint::CompletedCheckpoint> Scheduler::restorePoint() {
   std::vector<checkpoint::CompletedCheckpoint> candidates = coordinator_.restoreCandidates();
   if (candidates.empty()) return std::nullopt;  // none completed: from the start
@@ -228,13 +236,19 @@ std::optional<checkpoint::CompletedCheckpoint> Scheduler::restorePoint() {
   for (auto& cp : candidates) {
     Status verified = checkpoint::verifyCheckpoint(cp);
     if (verified.isOk()) return std::move(cp);
+    if (verified.code() != StatusCode::kCorruption) {
+      // Not readable now (EIO, permissions, too many open files): this
+      // restart fails and the restart strategy tries again; nothing is
+      // forgotten.
+      throw RestorePointUnreadable(verified.message());
+    }
     // Beyond Flink, which would restore it and fail again forever: an older
     // retained checkpoint is as consistent, only older.
     log::warn(
         "Job {}: {} is damaged and is skipped; trying the next older retained checkpoint. "
         "{}",
         jobId_, cp.describe(), verified.message());
-    coordinator_.forgetDamaged(cp.id);
+    coordinator_.forgetDamaged(cp);
     damaged += fmt::format("\n  {}", verified.message());
   }
   throw SluiceException(
@@ -274,17 +288,30 @@ JobOutcome Scheduler::run() {
         }
       }
     }
-    if (!shouldRestart(a)) break;
-    ++restarts_;
-    try {
-      std::optional<checkpoint::CompletedCheckpoint> from = restorePoint();
-      startAttempt(a.number + 1, from ? &*from : nullptr);
-    } catch (...) {
-      std::lock_guard lock(mu_);
-      a.failed = true;
-      a.firstError = "restart failed: " + describeCurrentException();
-      break;
+    bool started = false;
+    bool giveUp = false;
+    while (!started && !giveUp) {
+      if (!shouldRestart(a)) {
+        giveUp = true;
+        break;
+      }
+      ++restarts_;
+      try {
+        std::optional<checkpoint::CompletedCheckpoint> from = restorePoint();
+        startAttempt(a.number + 1, from ? &*from : nullptr);
+        started = true;
+      } catch (const RestorePointUnreadable& e) {
+        // Counts as another failure of this attempt for the strategy.
+        std::lock_guard lock(mu_);
+        a.firstError = std::string("restart failed: ") + e.what();
+      } catch (...) {
+        std::lock_guard lock(mu_);
+        a.failed = true;
+        a.firstError = "restart failed: " + describeCurrentException();
+        giveUp = true;
+      }
     }
+    if (giveUp) break;
   }
   return outcome(*attempt_, coordinatorError);
 }

@@ -87,7 +87,9 @@ class Scheduler final : private TaskListener, private checkpoint::CheckpointTask
   bool shouldRestart(Attempt& attempt);
   // The checkpoint a restart restores: the newest retained one that
   // verifies (checkpoint_integrity.h), skipping damaged ones with a warning;
-  // none when no checkpoint completed. Throws when every one is damaged.
+  // none when no checkpoint completed. Throws when every one is damaged, and
+  // (RestorePointUnreadable, so the restart strategy retries) when one
+  // cannot be read now.
   std::optional<checkpoint::CompletedCheckpoint> restorePoint();
   // Logs once, as an error, when the same failure repeats
   // kRepeatedFailureWarning times in a row: a restart loop a user should

@@ -476,6 +476,29 @@ TEST(CheckpointIntegrityTest, ADamagedFileOfAnIncrementalCheckpointIsNamedWithBo
   EXPECT_TRUE(checkpoint::verifyCheckpoint(loaded.value()).isOk());
 }
 
+TEST(CheckpointIntegrityTest, ACheckpointThatCannotBeReadNowIsRetriedNotSkipped) {
+  TempDir dir("unreadable");
+  RecoveryRun r;
+  fs::path keyed;
+  runWithDamage(r, dir, 4000, [&](const fs::path& job, const std::vector<int64_t>& ids) {
+    // A directory where the file was: open() works, read() fails (EISDIR),
+    // as an I/O error does, which is not damage.
+    keyed = filesNamed(job / ("chk-" + std::to_string(ids[1])), ".keyed").front();
+    fs::remove(keyed);
+    fs::create_directory(keyed);
+  });
+  try {
+    r.client->getJobExecutionResult();
+    FAIL() << "every restart fails to read the checkpoint";
+  } catch (const JobExecutionException& e) {
+    EXPECT_THAT(e.what(), AllOf(HasSubstr("restart failed"), HasSubstr(keyed.string()),
+                                HasSubstr("Is a directory")));
+    EXPECT_THAT(e.what(), testing::Not(HasSubstr("no usable checkpoint")));
+  }
+  // fixed-delay(3): three restarts tried it, none fell back to chk-1.
+  EXPECT_EQ(r.client->getCheckpointStats().restarts, 3);
+}
+
 // ---------------------------------------------------------------------------
 // Unavailable storage
 

@@ -404,6 +404,28 @@ TEST_F(CoordinatorTest, AFinalCheckpointFailingForeverAtMaximalToleranceIsRetrie
   EXPECT_TRUE(gateway.failures.empty()) << "2^31-1 failures are tolerated";
 }
 
+TEST_F(CoordinatorTest, IdsGoOnFromTheRestoredCheckpointSoARestartPrefersNewerOnes) {
+  start(periodic(1000));
+  CompletedCheckpoint restored;
+  restored.id = 7;
+  restored.type = CheckpointType::kSavepoint;
+  restored.directory = "/savepoints/savepoint-012345-7";
+  coordinator->setRestoredCheckpoint(restored);
+  advance(0);
+  advance(1000);
+  ASSERT_THAT(gateway.triggered, ElementsAre(8));
+  ackAll(8);
+  std::vector<CompletedCheckpoint> candidates = coordinator->restoreCandidates();
+  ASSERT_EQ(candidates.size(), 2u);
+  EXPECT_EQ(candidates[0].id, 8);
+  EXPECT_EQ(candidates[1].id, 7) << "the savepoint stays a fallback";
+  // A damaged one is forgotten by id and directory.
+  coordinator->forgetDamaged(candidates[0]);
+  candidates = coordinator->restoreCandidates();
+  ASSERT_EQ(candidates.size(), 1u);
+  EXPECT_EQ(candidates[0].directory, restored.directory);
+}
+
 TEST_F(CoordinatorTest, WithoutCheckpointsTheFinalCommitComesAtOnce) {
   start(CheckpointCoordinatorConfig{});
   coordinator->allTasksFinished();
