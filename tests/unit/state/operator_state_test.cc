@@ -433,6 +433,26 @@ TEST(OperatorStateTest, CorruptSnapshotsThrowSerializationError) {
   EXPECT_THROW(c.restore(trailing), SerializationError);
 }
 
+TEST(OperatorStateTest, ADamagedStateNameIsEscapedInTheError) {
+  OperatorStateBackend a("op");
+  a.getListState(kList).update({1, 2, 3});
+  std::string snap = a.snapshot();
+  // "offsets" -> "\x01ff\xffets", and the mode byte after it invalid.
+  const size_t at = snap.find("offsets");
+  ASSERT_NE(at, std::string::npos);
+  snap[at] = '\x01';
+  snap[at + 3] = '\xff';
+  snap[at + 7] = 9;
+  OperatorStateBackend b("op");
+  try {
+    b.restore(snap);
+    FAIL() << "expected SerializationError";
+  } catch (const SerializationError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("state '\\x01ff\\xffets' has unknown mode 9"));
+    EXPECT_EQ(std::string(e.what()).find('\x01'), std::string::npos) << "no raw bytes";
+  }
+}
+
 TEST(OperatorStateTest, ElementThatDoesNotDecodeFailsOnRegistration) {
   // A corrupted length inside one element: the snapshot's framing is fine,
   // the element is not, which shows when the state is registered.
