@@ -165,9 +165,7 @@ class JobProcess {
     return "status " + std::to_string(*status_);
   }
   std::string log() const { return readFile(log_); }
-  bool logContains(const std::string& text) const {
-    return log().find(text) != std::string::npos;
-  }
+  bool logContains(const std::string& text) const { return log().find(text) != std::string::npos; }
 
  private:
   fs::path log_;
@@ -247,8 +245,8 @@ std::string checkOutput(const fs::path& out, int64_t records) {
       continue;
     }
     if (!seen[k].emplace(c, s).second) {
-      error("duplicate count " + std::to_string(c) + " of key " + std::to_string(k) +
-            " (line '" + line + "')");
+      error("duplicate count " + std::to_string(c) + " of key " + std::to_string(k) + " (line '" +
+            line + "')");
     }
   }
   for (const auto& [k, total] : totals) {
@@ -312,8 +310,9 @@ class Scenario {
   // Starts run number runs() of the job, restoring from `restore` if set.
   std::unique_ptr<JobProcess> launch(const std::optional<fs::path>& restore,
                                      std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"--output", output().string(), "--checkpoints",
-                                     checkpoints().string(), "--backend", backend_};
+    std::vector<std::string> args = {"--output",      output().string(),
+                                     "--checkpoints", checkpoints().string(),
+                                     "--backend",     backend_};
     if (restore) args.insert(args.end(), {"--restore", restore->string()});
     args.insert(args.end(), extra.begin(), extra.end());
     const fs::path log = dir_.path() / ("run-" + std::to_string(logs_.size()) + ".log");
@@ -458,7 +457,8 @@ TEST(KillRestoreSigtermTest, SigtermCancelsAndKeepsTheCheckpointsForARestore) {
       << scenario.logs();
 
   auto restored = scenario.launch(retained, {"--rate", "0"});
-  ASSERT_TRUE(restored->waitFor(kRunTimeout)) << "the restored run did not finish" << scenario.logs();
+  ASSERT_TRUE(restored->waitFor(kRunTimeout))
+      << "the restored run did not finish" << scenario.logs();
   ASSERT_TRUE(restored->exitedWith(0)) << restored->describeStatus() << scenario.logs();
   EXPECT_EQ(checkOutput(scenario.output(), kRecords), "") << scenario.logs();
   const auto hidden = hiddenFiles(scenario.output());
@@ -477,9 +477,9 @@ TEST(KillRestoreSigtermTest, SecondSigtermEndsAStuckCancellation) {
   ASSERT_TRUE(job->running()) << job->describeStatus() << scenario.logs();
 
   job->signal(SIGTERM);
-  ASSERT_TRUE(waitUntil(
-      [&] { return job->poll() || job->logContains("Received SIGTERM: cancelling job"); },
-      kRunTimeout))
+  ASSERT_TRUE(
+      waitUntil([&] { return job->poll() || job->logContains("Received SIGTERM: cancelling job"); },
+                kRunTimeout))
       << scenario.logs();
   ASSERT_TRUE(job->running()) << "the cancellation finished although a task is stuck: "
                               << job->describeStatus() << scenario.logs();

@@ -121,13 +121,18 @@ int main(int argc, char** argv) {
     // Our flags first, so that a -D on the command line overrides them.
     std::vector<std::string> settings = {
         argv[0],
-        "-D", "execution.checkpointing.interval=100ms",
-        "-D", "state.checkpoints.dir=" + args.checkpoints,
-        "-D", "execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION",
-        "-D", "state.checkpoints.num-retained=2",
-        "-D", "state.backend.type=" + args.backend,
-        "-D", std::string("state.backend.incremental=") +
-                  (args.backend == "rocksdb" ? "true" : "false")};
+        "-D",
+        "execution.checkpointing.interval=100ms",
+        "-D",
+        "state.checkpoints.dir=" + args.checkpoints,
+        "-D",
+        "execution.checkpointing.externalized-checkpoint-retention=RETAIN_ON_CANCELLATION",
+        "-D",
+        "state.checkpoints.num-retained=2",
+        "-D",
+        "state.backend.type=" + args.backend,
+        "-D",
+        std::string("state.backend.incremental=") + (args.backend == "rocksdb" ? "true" : "false")};
     if (!args.restore.empty()) {
       settings.insert(settings.end(), {"-D", "execution.savepoint.path=" + args.restore});
     }
