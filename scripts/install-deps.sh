@@ -8,6 +8,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev librocksdb-dev libxxhash-dev
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libasio-dev
   clang-format python3
 )
 

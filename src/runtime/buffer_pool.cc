@@ -28,6 +28,7 @@ void BufferPool::recycle(uint8_t* segment) {
     free_.push_back(segment);
   }
   available_.notify_one();
+  if (onRecycle_) onRecycle_();
 }
 
 void BufferPool::cancel() {

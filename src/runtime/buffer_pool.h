@@ -8,6 +8,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -24,6 +25,15 @@ struct Buffer {
   BufferPool* pool = nullptr;
 };
 
+// Where a producer hands its filled buffers: the consumer's InputGate when
+// both run in this process, a remote channel of the data plane otherwise.
+// Whoever receives the buffer recycles it once done with it. Thread-safe.
+class BufferSink {
+ public:
+  virtual ~BufferSink() = default;
+  virtual void push(int channel, Buffer buffer) = 0;
+};
+
 class BufferPool {
  public:
   BufferPool(size_t segmentSize, int maxSegments);
@@ -35,6 +45,9 @@ class BufferPool {
   uint8_t* request();
   // Any thread.
   void recycle(uint8_t* segment);
+  // Called (outside the pool's lock) after every recycle(): a receiving
+  // data-plane channel announces the freed buffer as credit. Set before use.
+  void setRecycleListener(std::function<void()> listener) { onRecycle_ = std::move(listener); }
   // Wakes and fails every current and future request().
   void cancel();
 
@@ -50,6 +63,7 @@ class BufferPool {
   std::vector<std::unique_ptr<uint8_t[]>> owned_;
   std::vector<uint8_t*> free_;
   bool cancelled_ = false;
+  std::function<void()> onRecycle_;
 };
 
 }  // namespace sluice::runtime

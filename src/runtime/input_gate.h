@@ -13,7 +13,7 @@
 
 namespace sluice::runtime {
 
-class InputGate {
+class InputGate final : public BufferSink {
  public:
   InputGate(int numberOfChannels, TaskWaker& waker)
       : numberOfChannels_(numberOfChannels), waker_(waker) {}
@@ -21,7 +21,7 @@ class InputGate {
   int numberOfChannels() const { return numberOfChannels_; }
 
   // Producer thread.
-  void push(int channel, Buffer buffer) {
+  void push(int channel, Buffer buffer) override {
     {
       std::lock_guard lock(mu_);
       queue_.push_back({channel, buffer});

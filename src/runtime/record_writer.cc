@@ -33,7 +33,7 @@ void RecordWriter::append(int channel, const uint8_t* data, size_t size) {
 void RecordWriter::flush(int channel) {
   Current& c = current_[channel];
   if (c.segment == nullptr) return;
-  targets_[channel].gate->push(targets_[channel].gateChannel, Buffer{c.segment, c.used, &pool_});
+  targets_[channel].sink->push(targets_[channel].gateChannel, Buffer{c.segment, c.used, &pool_});
   c.segment = nullptr;
   c.used = 0;
   --pending_;

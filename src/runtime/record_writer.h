@@ -18,8 +18,11 @@ namespace sluice::runtime {
 
 class RecordWriter final : public RecordWriterBase {
  public:
+  // One output channel: the sink its buffers go to and the channel number
+  // they carry there (the consumer gate's channel index, or the remote
+  // subpartition's).
   struct Target {
-    InputGate* gate;
+    BufferSink* sink;
     int gateChannel;
   };
 

@@ -256,10 +256,80 @@ inline constexpr ConfigOption<std::string> kJobManagerRpcAddress{
 inline constexpr ConfigOption<int32_t> kJobManagerRpcPort{"jobmanager.rpc.port", 6123,
                                                           "Port of the JobManager's RPC endpoint."};
 
+inline constexpr ConfigOption<std::string> kJobManagerBindHost{
+    "jobmanager.bind-host", "localhost",
+    "Address the JobManager's RPC endpoint listens on (Flink's default is all interfaces; Sluice "
+    "binds to loopback unless told otherwise)."};
+
 inline constexpr ConfigOption<int32_t> kRestPort{
     "rest.port", 8081,
     "Port of the REST API and web UI of the JobManager (cluster mode; not used by the embedded "
     "mini-cluster yet)."};
+
+inline constexpr ConfigOption<std::string> kRestAddress{
+    "rest.address", "localhost",
+    "Address clients use to reach the JobManager's REST endpoint (cluster mode)."};
+
+inline constexpr ConfigOption<std::string> kTaskManagerHost{
+    "taskmanager.host", "localhost",
+    "Address other processes use to reach this TaskManager's data port (Flink's default is the "
+    "host's name; Sluice's is loopback)."};
+
+inline constexpr ConfigOption<std::string> kTaskManagerBindHost{
+    "taskmanager.bind-host", "localhost",
+    "Address the TaskManager's RPC and data endpoints listen on (loopback by default)."};
+
+inline constexpr ConfigOption<int32_t> kTaskManagerRpcPort{
+    "taskmanager.rpc.port", 0,
+    "Port of the TaskManager's RPC endpoint; 0 picks a free port."};
+
+inline constexpr ConfigOption<int32_t> kTaskManagerDataPort{
+    "taskmanager.data.port", 0,
+    "Port of the TaskManager's data plane (records between TaskManagers); 0 picks a free port."};
+
+inline constexpr ConfigOption<MemorySize> kTaskManagerMemoryNetworkMax{
+    "taskmanager.memory.network.max", MemorySize::ofMebiBytes(1024),
+    "Most memory a TaskManager's network buffers (sending and receiving) may take. A deployment "
+    "that would need more fails with the sizes named. Flink derives it from a fraction of the "
+    "process size; Sluice takes the cap directly."};
+
+inline constexpr ConfigOption<std::chrono::milliseconds> kHeartbeatInterval{
+    "heartbeat.interval", std::chrono::milliseconds{10000},
+    "How often the JobManager and each TaskManager exchange heartbeats."};
+
+inline constexpr ConfigOption<std::chrono::milliseconds> kHeartbeatTimeout{
+    "heartbeat.timeout", std::chrono::milliseconds{50000},
+    "A TaskManager that has not answered a heartbeat for this long is declared lost; its tasks' "
+    "jobs fail over."};
+
+inline constexpr ConfigOption<std::chrono::milliseconds> kSlotRequestTimeout{
+    "slot.request.timeout", std::chrono::milliseconds{300000},
+    "How long a job waits for enough free slots before it fails."};
+
+inline constexpr ConfigOption<bool> kClusterEvenlySpreadOutSlots{
+    "cluster.evenly-spread-out-slots", false,
+    "Place a job's slots on the TaskManager with the most free slots first, spreading the job "
+    "over the cluster, instead of filling one TaskManager before the next."};
+
+inline constexpr ConfigOption<std::string> kExecutionTarget{
+    "execution.target", "local",
+    "Where execute() runs the job: local (an embedded mini-cluster in this process) or remote "
+    "(submitted to the JobManager at jobmanager.rpc.address:jobmanager.rpc.port)."};
+
+inline constexpr ConfigOption<bool> kExecutionAttached{
+    "execution.attached", true,
+    "remote: whether execute() (and sluice run) waits for the job to end, or returns once the "
+    "job is submitted (sluice run -d)."};
+
+inline constexpr ConfigOption<std::string> kBlobStorageDirectory{
+    "blob.storage.directory", "",
+    "Where the JobManager keeps uploaded job libraries and TaskManagers keep their copies; empty "
+    "means a new directory under the system's temporary directory."};
+
+inline constexpr ConfigOption<std::string> kEnvLogDir{
+    "env.log.dir", "log",
+    "Directory of the cluster processes' log files (sluice-<role>-<host>.log), relative to the "
+    "working directory unless absolute."};
 
 // Every option above. Keep in declaration order; registeredOptions() sorts.
 inline constexpr std::tuple kAllOptions{
@@ -310,7 +380,22 @@ inline constexpr std::tuple kAllOptions{
     &kTaskManagerNetworkMemoryFloatingBuffersPerGate,
     &kJobManagerRpcAddress,
     &kJobManagerRpcPort,
+    &kJobManagerBindHost,
     &kRestPort,
+    &kRestAddress,
+    &kTaskManagerHost,
+    &kTaskManagerBindHost,
+    &kTaskManagerRpcPort,
+    &kTaskManagerDataPort,
+    &kTaskManagerMemoryNetworkMax,
+    &kHeartbeatInterval,
+    &kHeartbeatTimeout,
+    &kSlotRequestTimeout,
+    &kClusterEvenlySpreadOutSlots,
+    &kExecutionTarget,
+    &kExecutionAttached,
+    &kBlobStorageDirectory,
+    &kEnvLogDir,
 };
 
 }  // namespace sluice::options
