@@ -8,7 +8,7 @@
 #   sluice-daemon.sh stop     jobmanager|taskmanager   # the newest one
 #   sluice-daemon.sh stop-all jobmanager|taskmanager   # every one on this host
 #
-# start runs `$SLUICE_BIN <role> -c $SLUICE_CONF_DIR [-D ...]` in the
+# start runs `$SLUICE_BIN <role> [-D ...]` with SLUICE_CONF_DIR exported in the
 # background (nohup, working directory the repository, stdout and stderr to
 # $SLUICE_LOG_DIR/sluice-<user>-<role>-<n>-<host>.out) and appends its pid to
 # $SLUICE_PID_DIR/sluice-<user>-<role>.pid. Only one JobManager may run per
@@ -97,7 +97,9 @@ start() {
     sluice_die "a jobmanager is already running on $host (pid ${live[0]}, from $pid_file)"
   fi
   local out="$SLUICE_LOG_DIR/sluice-$SLUICE_USER-$role-${#live[@]}-$host.out"
-  local -a args=("$role" -c "$SLUICE_CONF_DIR")
+  # The configuration reaches the process through the exported
+  # SLUICE_CONF_DIR alone, which every verb reads.
+  local -a args=("$role")
   if [ "$SLUICE_LOG_DIR_SET" = 1 ]; then args+=(-D "env.log.dir=$SLUICE_LOG_DIR"); fi
   args+=("$@")
 
