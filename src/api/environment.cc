@@ -1,8 +1,11 @@
+#include <optional>
+
 #include <fmt/format.h>
 
 #include <sluice/environment.h>
 
 #include "api/signal_cancel.h"
+#include "cluster/plan_mode.h"
 #include "core/logging.h"
 #include "runtime/mini_cluster.h"
 
@@ -70,8 +73,44 @@ runtime::MiniClusterOptions clusterOptions(const Configuration& config) {
   return o;
 }
 
+// Plan mode (a cluster process runs the job's main to get its graph): hand
+// the graph over and unwind out of main. Else, with execution.target:
+// remote, submit it to the cluster and wait (returns true).
+std::optional<JobExecutionResult> captureOrSubmit(const std::shared_ptr<EnvironmentState>& state,
+                                                  const std::string& jobName) {
+  if (cluster::planModeActive()) {
+    auto graph = prepare(*state, jobName);
+    state->graph = StreamGraph();
+    cluster::capture(std::move(graph), state->config);
+  }
+  const std::string target = state->config.get(options::kExecutionTarget);
+  if (target == "local") return std::nullopt;
+  if (target != "remote") {
+    throw SluiceException(fmt::format(
+        "execution.target must be 'local' or 'remote', got '{}'", target));
+  }
+  if (!cluster::remoteExecutor()) {
+    throw SluiceException(
+        "execution.target is 'remote', but this program cannot submit to a cluster: build it "
+        "with sluice_add_job() (it links the cluster client), or submit its library with "
+        "'sluice run'");
+  }
+  auto graph = prepare(*state, jobName);
+  state->graph = StreamGraph();
+  const std::string name = graph->jobName;
+  cluster::RemoteJobResult r = cluster::remoteExecutor()(std::move(graph), state->config);
+  if (r.state != JobStatus::kFinished) throw JobExecutionException(name, r.state, r.error);
+  return JobExecutionResult(name, r.netRuntimeMs, {}, 0, std::move(r.counters));
+}
+
 std::shared_ptr<JobHandle> start(const std::shared_ptr<EnvironmentState>& state,
                                  const std::string& jobName) {
+  if (cluster::planModeActive()) (void)captureOrSubmit(state, jobName);
+  if (state->config.get(options::kExecutionTarget) != "local") {
+    throw SluiceException(
+        "executeAsync() runs jobs locally only: with execution.target: remote use execute(), "
+        "or 'sluice run -d'");
+  }
   auto graph = prepare(*state, jobName);
   auto options = clusterOptions(state->config);
   options.clock = state->clock;
@@ -91,6 +130,9 @@ std::shared_ptr<JobHandle> start(const std::shared_ptr<EnvironmentState>& state,
 
 JobExecutionResult executeState(const std::shared_ptr<EnvironmentState>& state,
                                 const std::string& jobName) {
+  if (std::optional<JobExecutionResult> remote = captureOrSubmit(state, jobName)) {
+    return std::move(*remote);
+  }
   std::shared_ptr<JobHandle> handle = start(state, jobName);
   SignalCancelScope signals(&handle->run());
   handle->run().wait();
@@ -273,7 +315,17 @@ StreamExecutionEnvironment::StreamExecutionEnvironment(const Configuration& conf
 StreamExecutionEnvironment StreamExecutionEnvironment::getExecutionEnvironment(
     int argc, const char* const* argv) {
   std::vector<std::string> rest;
-  Configuration config = loadConfiguration(argc, argv, &rest).valueOrThrow();
+  Configuration config;
+  if (const Configuration* base = cluster::planModeConfiguration()) {
+    // Plan mode: the configuration the job was submitted with, not a file
+    // of this process; the job's own -D / -p still apply on top.
+    CommandLine cli = parseCommandLine(argc, argv).valueOrThrow();
+    config = *base;
+    config.addAll(cli.config);
+    rest = std::move(cli.remaining);
+  } else {
+    config = loadConfiguration(argc, argv, &rest).valueOrThrow();
+  }
   StreamExecutionEnvironment env(config);
   env.programArgs_ = std::move(rest);
   return env;

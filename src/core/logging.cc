@@ -7,6 +7,7 @@
 
 #include <spdlog/logger.h>
 #include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 
 namespace sluice::log {
@@ -102,6 +103,24 @@ void setLevel(Level level) {
 bool shouldLog(Level level) {
   return level != Level::kOff &&
          static_cast<int>(level) >= state().level.load(std::memory_order_relaxed);
+}
+
+std::string logToStdoutAndFile(const std::string& file) {
+  try {
+    auto out = std::make_shared<spdlog::sinks::stdout_color_sink_mt>();
+    auto f = std::make_shared<spdlog::sinks::basic_file_sink_mt>(file, false);
+    auto& sinks = state().logger->sinks();
+    sinks.clear();
+    sinks.push_back(std::move(out));
+    sinks.push_back(std::move(f));
+    auto formatter = std::make_unique<spdlog::pattern_formatter>();
+    formatter->add_flag<ThreadNameFlag>('N').set_pattern(
+        "%Y-%m-%d %H:%M:%S.%e [%^%l%$] [%N] %v");
+    state().logger->set_formatter(std::move(formatter));
+    return "";
+  } catch (const std::exception& e) {
+    return fmt::format("cannot open the log file '{}': {}", file, e.what());
+  }
 }
 
 void setThreadName(std::string_view name) { tThreadName.assign(name); }

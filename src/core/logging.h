@@ -34,6 +34,12 @@ Level level();
 void setLevel(Level level);
 bool shouldLog(Level level);
 
+// Cluster processes: from now on every line goes to stdout and is appended
+// to `file` (its directory is created). Call once, before other threads log.
+// Returns an error naming the file and the cause when it cannot be opened
+// (empty on success).
+std::string logToStdoutAndFile(const std::string& file);
+
 // Names the calling thread in every line it logs from now on; empty clears.
 void setThreadName(std::string_view name);
 const std::string& threadName();

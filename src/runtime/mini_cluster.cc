@@ -42,11 +42,12 @@ void warnAboutMissingUids(const StreamGraph& graph) {
 }  // namespace
 
 std::shared_ptr<JobRun> JobRun::start(std::shared_ptr<const StreamGraph> graph,
-                                      MiniClusterOptions options) {
+                                      MiniClusterOptions options,
+                                      const DeploymentFactory& deployment, std::string jobId) {
   std::shared_ptr<JobRun> run(new JobRun());
   run->graph_ = std::move(graph);
   run->jobGraph_ = createJobGraph(*run->graph_);
-  run->jobId_ = randomHexId();
+  run->jobId_ = jobId.empty() ? randomHexId() : std::move(jobId);
   const StreamGraph& sg = *run->graph_;
   const JobGraph& jg = run->jobGraph_;
 
@@ -69,9 +70,9 @@ std::shared_ptr<JobRun> JobRun::start(std::shared_ptr<const StreamGraph> graph,
   if (Status st = run->coordinator_->initializeStorage(); !st.isOk()) {
     throw SluiceException(st.message());
   }
-  run->scheduler_ =
-      std::make_unique<Scheduler>(run->graph_, run->jobGraph_, options, *run->coordinator_,
-                                  *run->checkpointExecutor_, run->jobId_);
+  run->scheduler_ = std::make_unique<Scheduler>(
+      run->graph_, run->jobGraph_, options, *run->coordinator_, *run->checkpointExecutor_,
+      run->jobId_, deployment ? deployment(run->jobId_, run->jobGraph_) : nullptr);
 
   log::info("Starting job '{}' ({}) with {} vertices; checkpointing {}", jg.jobName, run->jobId_,
             jg.vertices.size(),
@@ -101,6 +102,12 @@ void JobRun::monitor() {
     outcome_ = std::move(out);
   }
   done_.notify_all();
+}
+
+int64_t JobRun::runtimeMs() const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               started_)
+      .count();
 }
 
 JobStatus JobRun::state() const {

@@ -9,6 +9,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -30,8 +31,16 @@ class JobRun {
   // `graph` must be resolved. Starts all tasks. Throws SluiceException for
   // an invalid checkpoint configuration or a savepoint the job cannot
   // restore.
+  //
+  // `deployment` runs the attempts' tasks (null: threads of this process);
+  // it is made for the job once its id and graph are known. `jobId` empty:
+  // a new random id.
+  using DeploymentFactory = std::function<std::unique_ptr<TaskDeployment>(
+      const std::string& jobId, const JobGraph& jobGraph)>;
   static std::shared_ptr<JobRun> start(std::shared_ptr<const StreamGraph> graph,
-                                       MiniClusterOptions options);
+                                       MiniClusterOptions options,
+                                       const DeploymentFactory& deployment = nullptr,
+                                       std::string jobId = "");
   ~JobRun();
 
   JobStatus state() const;
@@ -41,6 +50,11 @@ class JobRun {
   JobOutcome wait();
   const JobGraph& jobGraph() const { return jobGraph_; }
   const std::string& jobId() const { return jobId_; }
+  const std::shared_ptr<const StreamGraph>& streamGraph() const { return graph_; }
+  Scheduler& scheduler() { return *scheduler_; }
+  checkpoint::CheckpointCoordinator& coordinator() { return *coordinator_; }
+  // Milliseconds since the job started.
+  int64_t runtimeMs() const;
 
   // Takes a savepoint into a new directory under `directory` (empty: the
   // state.savepoints.dir option) and returns its path once it is complete.

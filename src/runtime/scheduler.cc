@@ -14,31 +14,32 @@ namespace sluice::runtime {
 
 using SteadyClock = std::chrono::steady_clock;
 
-// One attempt to run the job: every task, its thread and the source
-// coordinators. A restart builds a new attempt from the latest checkpoint.
+// One attempt to run the job: every task, as the deployment runs it, and the
+// source coordinators. A restart builds a new attempt from the latest
+// checkpoint.
 struct Scheduler::Attempt {
   int number = 0;
-  std::unique_ptr<TaskServices> services;
-  std::vector<std::vector<std::unique_ptr<Task>>> tasks;  // [vertex][subtask]
+  std::vector<std::vector<TaskControl*>> tasks;  // [vertex][subtask]
   std::vector<std::unique_ptr<SourceCoordinatorHolder>> coordinators;
   std::vector<int> coordinatorNodes;  // stream node of each coordinator
-  std::vector<std::thread> threads;
-  std::vector<TaskResult> results;
-  std::vector<Task*> flat;
+  std::vector<TaskControl*> flat;
   // Guarded by Scheduler::mu_.
+  std::vector<TaskResult> results;  // flat order, as the tasks end
   bool failed = false;
   std::string firstError;
-  std::set<Task*> finished;
+  std::set<TaskControl*> finished;
   bool finalPhase = false;  // every task finished; the final commit is under way
+  std::vector<int> flatBase;  // index in flat of each vertex's subtask 0
 
-  Task& task(checkpoint::TaskId id) {
+  TaskControl& task(checkpoint::TaskId id) {
     return *tasks.at(static_cast<size_t>(id.vertex)).at(static_cast<size_t>(id.subtask));
   }
 };
 
 Scheduler::Scheduler(std::shared_ptr<const StreamGraph> graph, const JobGraph& jobGraph,
                      MiniClusterOptions options, checkpoint::CheckpointCoordinator& coordinator,
-                     SerialExecutor& checkpointExecutor, std::string jobId)
+                     SerialExecutor& checkpointExecutor, std::string jobId,
+                     std::unique_ptr<TaskDeployment> deployment)
     : graph_(std::move(graph)),
       jobGraph_(jobGraph),
       options_(std::move(options)),
@@ -46,7 +47,13 @@ Scheduler::Scheduler(std::shared_ptr<const StreamGraph> graph, const JobGraph& j
       checkpointExecutor_(checkpointExecutor),
       jobId_(std::move(jobId)),
       restartStrategy_(
-          createRestartStrategy(options_.configuration, coordinator.config().periodic())) {}
+          createRestartStrategy(options_.configuration, coordinator.config().periodic())),
+      deployment_(std::move(deployment)) {
+  if (!deployment_) {
+    deployment_ =
+        std::make_unique<LocalDeployment>(graph_, jobGraph_, options_, checkpointExecutor_);
+  }
+}
 
 Scheduler::~Scheduler() = default;
 
@@ -66,46 +73,45 @@ void Scheduler::startAttempt(int number, const checkpoint::CompletedCheckpoint* 
     restores = std::move(assigned).value();
     log::info("Job {} attempt {} restores from {}", jobId_, number, cp->describe());
   }
-  auto a = std::make_unique<Attempt>();
-  a->number = number;
-  int slots = 1;
-  for (const auto& v : jg.vertices) slots = std::max(slots, v.parallelism);
-  std::shared_ptr<const Clock> clock = options_.clock;
-  if (!clock) clock = std::shared_ptr<const Clock>(&SystemClock::instance(), [](const Clock*) {});
-  a->services = std::make_unique<TaskServices>(options_.configuration, std::move(clock), slots,
-                                               &checkpointExecutor_);
-  const checkpoint::CheckpointCoordinatorConfig& cc = coordinator_.config();
-  const std::string incrementalShared =
-      cc.incremental ? coordinator_.storage().sharedDirectory() : std::string();
-  a->tasks.resize(jg.vertices.size());
-  for (const auto& v : jg.vertices) {
-    for (int s = 0; s < v.parallelism; ++s) {
-      auto task = std::make_unique<Task>(sg, jg, v.id, s, number);
-      task->setServices(a->services.get());
-      task->setListener(this);
-      task->setCheckpointing(&coordinator_, cc.mode, incrementalShared);
-      auto r = restores.tasks.find(checkpoint::TaskId{v.id, s});
-      if (r != restores.tasks.end()) task->setRestore(std::move(r->second));
-      a->tasks[v.id].push_back(std::move(task));
+  {
+    // The previous attempt's tasks ended; the deployment may now free them.
+    std::lock_guard lock(mu_);
+    if (attempt_) {
+      attempt_->tasks.clear();
+      attempt_->flat.clear();
+      attempt_->finished.clear();
     }
   }
-  wire(*a);
+  auto a = std::make_unique<Attempt>();
+  a->number = number;
+  const checkpoint::CheckpointCoordinatorConfig& cc = coordinator_.config();
+  TaskDeployment::Attempt spec;
+  spec.jobId = jobId_;
+  spec.number = number;
+  spec.checkpoint = cp;
+  spec.restores = &restores;
+  spec.checkpointGateway = &coordinator_;
+  spec.mode = cc.mode;
+  spec.incrementalSharedDirectory =
+      cc.incremental ? coordinator_.storage().sharedDirectory() : std::string();
+  spec.events = this;
+  a->tasks = deployment_->deploy(spec);
   for (const auto& v : jg.vertices) {
     const StreamNode& head = sg.node(v.head());
     if (!head.factory->isSource()) continue;
-    std::vector<Task*> ts;
-    for (auto& t : a->tasks[v.id]) ts.push_back(t.get());
     auto cs = restores.coordinatorStates.find(head.id);
     a->coordinators.push_back(std::make_unique<SourceCoordinatorHolder>(
-        ts, *head.factory, cs == restores.coordinatorStates.end() ? nullptr : &cs->second));
+        a->tasks[v.id], *head.factory,
+        cs == restores.coordinatorStates.end() ? nullptr : &cs->second));
     a->coordinatorNodes.push_back(head.id);
-    for (auto& t : a->tasks[v.id]) t->setSourceCoordinator(a->coordinators.back().get());
+    deployment_->setSourceCoordinator(v.id, a->coordinators.back().get());
   }
   std::vector<checkpoint::TaskId> ids;
-  for (auto& per : a->tasks) {
-    for (auto& t : per) {
-      a->flat.push_back(t.get());
-      ids.push_back({t->vertexId(), t->subtask()});
+  for (const auto& v : jg.vertices) {
+    a->flatBase.push_back(static_cast<int>(a->flat.size()));
+    for (int s = 0; s < v.parallelism; ++s) {
+      a->flat.push_back(a->tasks[v.id][s]);
+      ids.push_back({v.id, s});
     }
   }
   a->results.resize(a->flat.size());
@@ -117,56 +123,33 @@ void Scheduler::startAttempt(int number, const checkpoint::CompletedCheckpoint* 
     attempt_ = std::move(a);
   }
   coordinator_.attemptStarted(this, std::move(ids));
-  for (size_t i = 0; i < raw->flat.size(); ++i) {
-    raw->threads.emplace_back([this, raw, i] {
-      raw->results[i] = raw->flat[i]->run();
-      if (raw->results[i].failed) failAttempt(raw->results[i].error);
-    });
-  }
+  deployment_->start();
   if (cancelRequested_.load()) {
-    for (Task* t : raw->flat) t->cancel();
+    std::lock_guard lock(mu_);
+    for (TaskControl* t : raw->flat) t->cancel();
   }
 }
 
-// Gate channels: for each consumer subtask, the channels of its input edges
-// in edge order; then one record writer per output edge of each producer.
-void Scheduler::wire(Attempt& a) {
-  const StreamGraph& sg = *graph_;
-  const JobGraph& jg = jobGraph_;
-  ExecutionGraph eg = createExecutionGraph(jg);
-  std::vector<std::vector<int>> gateChannel(jg.edges.size());  // per edge, per channel
-  for (const auto& v : jg.vertices) {
-    for (int s = 0; s < v.parallelism; ++s) {
-      std::vector<InputChannelInfo> infos;
-      for (int je : v.inputs) {
-        auto& chans = eg.channels[je];
-        gateChannel[je].resize(chans.size(), -1);
-        for (size_t k = 0; k < chans.size(); ++k) {
-          if (chans[k].consumerSubtask != s) continue;
-          gateChannel[je][k] = static_cast<int>(infos.size());
-          const StreamEdge& e = sg.edge(jg.edges[je].streamEdge);
-          infos.push_back({e.id, e.inputIndex});
-        }
-      }
-      a.tasks[v.id][s]->createGate(std::move(infos));
-    }
+SourceCoordinatorLink* Scheduler::sourceCoordinator(int vertex) {
+  std::lock_guard lock(mu_);
+  if (!attempt_) return nullptr;
+  const int head = jobGraph_.vertices.at(static_cast<size_t>(vertex)).head();
+  for (size_t i = 0; i < attempt_->coordinatorNodes.size(); ++i) {
+    if (attempt_->coordinatorNodes[i] == head) return attempt_->coordinators[i].get();
   }
-  for (const auto& v : jg.vertices) {
-    for (int je : v.outputs) {
-      const auto& chans = eg.channels[je];
-      const JobEdge& edge = jg.edges[je];
-      for (int s = 0; s < v.parallelism; ++s) {
-        std::vector<RecordWriter::Target> targets;
-        for (size_t k = 0; k < chans.size(); ++k) {
-          if (chans[k].producerSubtask != s) continue;
-          Task& consumer = *a.tasks[edge.target][chans[k].consumerSubtask];
-          targets.push_back({&consumer.gate(), gateChannel[je][k]});
-        }
-        a.tasks[v.id][s]->addWriter(je, std::move(targets), options_.segmentSize,
-                                    options_.buffersPerChannel, options_.floatingBuffers);
-      }
-    }
+  return nullptr;
+}
+
+void Scheduler::taskEnded(int vertex, int subtask, TaskResult result) {
+  std::string error;
+  {
+    std::lock_guard lock(mu_);
+    if (!attempt_) return;
+    const size_t i = static_cast<size_t>(attempt_->flatBase.at(static_cast<size_t>(vertex)) + subtask);
+    if (result.failed) error = result.error;
+    attempt_->results.at(i) = std::move(result);
   }
+  if (!error.empty()) failAttempt(error);
 }
 
 void Scheduler::failAttempt(const std::string& error) {
@@ -176,18 +159,13 @@ void Scheduler::failAttempt(const std::string& error) {
     attempt_->failed = true;
     attempt_->firstError = error;
     log::error("{}", error);
-    for (Task* t : attempt_->flat) t->cancel();
+    for (TaskControl* t : attempt_->flat) t->cancel();
   }
   coordinator_.attemptFailed();
 }
 
 void Scheduler::joinAttempt() {
-  Attempt* a;
-  {
-    std::lock_guard lock(mu_);
-    a = attempt_.get();
-  }
-  for (auto& t : a->threads) t.join();
+  deployment_->join();
   coordinator_.attemptEnded();
 }
 
@@ -365,7 +343,7 @@ void Scheduler::cancel() {
   std::lock_guard lock(mu_);
   cv_.notify_all();
   if (attempt_) {
-    for (Task* t : attempt_->flat) t->cancel();
+    for (TaskControl* t : attempt_->flat) t->cancel();
   }
 }
 
@@ -376,7 +354,7 @@ void Scheduler::taskFinished(int vertex, int subtask) {
   {
     std::lock_guard lock(mu_);
     if (!attempt_) return;
-    Task* task = &attempt_->task({vertex, subtask});
+    TaskControl* task = &attempt_->task({vertex, subtask});
     attempt_->finished.insert(task);
     all = attempt_->finished.size() == attempt_->flat.size();
     if (all) attempt_->finalPhase = true;
@@ -395,9 +373,10 @@ Result<std::map<int, std::string>> Scheduler::triggerCheckpoint(
   Attempt& a = *attempt_;
   // Finished tasks get no barrier: they are asked directly. (Sources are
   // triggered through their coordinator, finished or not.)
-  for (Task* t : a.finished) {
-    if (!graph_->node(jobGraph_.vertices.at(t->vertexId()).head()).factory->isSource()) {
-      t->triggerCheckpoint(barrier, options);
+  for (const auto& v : jobGraph_.vertices) {
+    if (graph_->node(v.head()).factory->isSource()) continue;
+    for (TaskControl* t : a.tasks[v.id]) {
+      if (a.finished.count(t) != 0) t->triggerCheckpoint(barrier, options);
     }
   }
   std::map<int, std::string> states;
@@ -421,12 +400,12 @@ void Scheduler::triggerFinishedTask(checkpoint::TaskId task, const CheckpointBar
 
 void Scheduler::notifyCheckpointComplete(int64_t id) {
   std::lock_guard lock(mu_);
-  for (Task* t : attempt_->flat) t->notifyCheckpointComplete(id);
+  for (TaskControl* t : attempt_->flat) t->notifyCheckpointComplete(id);
 }
 
 void Scheduler::notifyCheckpointAborted(int64_t id, const checkpoint::CheckpointOptions& options) {
   std::lock_guard lock(mu_);
-  for (Task* t : attempt_->flat) t->notifyCheckpointAborted(id, options);
+  for (TaskControl* t : attempt_->flat) t->notifyCheckpointAborted(id, options);
 }
 
 void Scheduler::failJob(const std::string& cause) { failAttempt(cause); }
@@ -434,7 +413,7 @@ void Scheduler::failJob(const std::string& cause) { failAttempt(cause); }
 void Scheduler::stopWithSavepointComplete() {
   std::lock_guard lock(mu_);
   stoppedWithSavepoint_ = true;
-  for (Task* t : attempt_->flat) t->cancel();
+  for (TaskControl* t : attempt_->flat) t->cancel();
 }
 
 }  // namespace sluice::runtime

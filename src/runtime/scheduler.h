@@ -1,8 +1,9 @@
 // Scheduler: runs one job's attempts (Flink's DefaultScheduler with its
 // restart strategy, in one process).
 //
-// An attempt is every subtask of the job as a Task on its own thread, wired
-// by in-process channels, with the source coordinators; it restores the
+// An attempt is every subtask of the job, run by a TaskDeployment (threads
+// of this process, or TaskManagers of a cluster), with the source
+// coordinators; it restores the
 // state the coordinator's latest completed checkpoint assigns it
 // (checkpoint/state_assignment.h). When a task fails, the attempt is
 // cancelled; once every task has stopped, the restart strategy decides
@@ -36,18 +37,9 @@
 #include "runtime/restart_strategy.h"
 #include "runtime/source_coordinator_holder.h"
 #include "runtime/task.h"
+#include "runtime/task_group.h"
 
 namespace sluice::runtime {
-
-struct MiniClusterOptions {
-  size_t segmentSize = 32 * 1024;  // taskmanager.memory.segment-size
-  int buffersPerChannel = 2;       // taskmanager.network.memory.buffers-per-channel
-  int floatingBuffers = 8;         // taskmanager.network.memory.floating-buffers-per-gate
-  // The job's configuration, as operators see it (state backend settings).
-  Configuration configuration;
-  // Processing time for every operator; null means the system clock.
-  std::shared_ptr<const Clock> clock;
-};
 
 struct JobOutcome {
   JobStatus state = JobStatus::kCreated;
@@ -58,11 +50,12 @@ struct JobOutcome {
   std::map<std::string, int64_t> counters;
 };
 
-class Scheduler final : private TaskListener, private checkpoint::CheckpointTaskGateway {
+class Scheduler final : private TaskEvents, private checkpoint::CheckpointTaskGateway {
  public:
   Scheduler(std::shared_ptr<const StreamGraph> graph, const JobGraph& jobGraph,
             MiniClusterOptions options, checkpoint::CheckpointCoordinator& coordinator,
-            SerialExecutor& checkpointExecutor, std::string jobId);
+            SerialExecutor& checkpointExecutor, std::string jobId,
+            std::unique_ptr<TaskDeployment> deployment = nullptr);
   ~Scheduler() override;
 
   // Starts the first attempt, restoring `restore` when given. Throws when
@@ -74,12 +67,15 @@ class Scheduler final : private TaskListener, private checkpoint::CheckpointTask
   // Cancels every task; run() then reports kCanceled.
   void cancel();
   int64_t restarts() const { return restarts_.load(); }
+  // The source coordinator of source vertex `vertex` in the running attempt
+  // (a TaskManager's reader calls it through RPC); null when there is none.
+  // Valid until the attempt ends.
+  SourceCoordinatorLink* sourceCoordinator(int vertex);
 
  private:
   struct Attempt;
 
   void startAttempt(int number, const checkpoint::CompletedCheckpoint* restore);
-  void wire(Attempt& attempt);
   void failAttempt(const std::string& error);
   // Waits for the running attempt's threads; then no task runs.
   void joinAttempt();
@@ -97,8 +93,9 @@ class Scheduler final : private TaskListener, private checkpoint::CheckpointTask
   void noteRepeatedFailure(const std::string& error);
   JobOutcome outcome(Attempt& attempt, const std::string& coordinatorError);
 
-  // TaskListener
+  // TaskEvents
   void taskFinished(int vertex, int subtask) override;
+  void taskEnded(int vertex, int subtask, TaskResult result) override;
   // CheckpointTaskGateway
   Result<std::map<int, std::string>> triggerCheckpoint(
       const CheckpointBarrier& barrier, const checkpoint::CheckpointOptions& options) override;
@@ -116,6 +113,7 @@ class Scheduler final : private TaskListener, private checkpoint::CheckpointTask
   SerialExecutor& checkpointExecutor_;
   const std::string jobId_;
   std::unique_ptr<RestartStrategy> restartStrategy_;
+  std::unique_ptr<TaskDeployment> deployment_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

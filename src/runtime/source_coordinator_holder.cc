@@ -2,7 +2,7 @@
 
 namespace sluice::runtime {
 
-SourceCoordinatorHolder::SourceCoordinatorHolder(std::vector<Task*> tasks,
+SourceCoordinatorHolder::SourceCoordinatorHolder(std::vector<TaskControl*> tasks,
                                                  const OperatorFactory& factory,
                                                  const std::string* restored)
     : tasks_(std::move(tasks)) {
@@ -23,7 +23,7 @@ std::string SourceCoordinatorHolder::snapshotAndTrigger(
     const CheckpointBarrier& barrier, const checkpoint::CheckpointOptions& options) {
   std::lock_guard lock(mu_);
   std::string state = coordinator_->snapshotState(barrier.id);
-  for (Task* t : tasks_) t->triggerCheckpoint(barrier, options);
+  for (TaskControl* t : tasks_) t->triggerCheckpoint(barrier, options);
   return state;
 }
 

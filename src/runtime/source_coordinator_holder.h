@@ -13,6 +13,7 @@
 
 #include "checkpoint/checkpoint_options.h"
 #include "runtime/task.h"
+#include "runtime/task_control.h"
 
 namespace sluice::runtime {
 
@@ -20,7 +21,7 @@ class SourceCoordinatorHolder final : public SourceCoordinatorLink,
                                       public SplitEnumeratorContextBase {
  public:
   // `restored`: the enumerator state of the checkpoint the attempt restores.
-  SourceCoordinatorHolder(std::vector<Task*> tasks, const OperatorFactory& factory,
+  SourceCoordinatorHolder(std::vector<TaskControl*> tasks, const OperatorFactory& factory,
                           const std::string* restored);
 
   void start();
@@ -39,7 +40,7 @@ class SourceCoordinatorHolder final : public SourceCoordinatorLink,
   void signalNoMoreSplits(int subtask) override;
 
  private:
-  std::vector<Task*> tasks_;
+  std::vector<TaskControl*> tasks_;
   std::recursive_mutex mu_;  // the enumerator may call back into us
   std::unique_ptr<SourceCoordinatorBase> coordinator_;
 };

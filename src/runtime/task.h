@@ -35,6 +35,7 @@
 #include "runtime/operator_chain.h"
 #include "runtime/processing_timers.h"
 #include "runtime/record_writer.h"
+#include "runtime/task_control.h"
 #include "runtime/task_environment.h"
 #include "runtime/task_waker.h"
 
@@ -49,7 +50,7 @@ class TaskListener {
   virtual void taskFinished(int vertex, int subtask) = 0;
 };
 
-class Task final : private ChainHost, private CheckpointHandler {
+class Task final : public TaskControl, private ChainHost, private CheckpointHandler {
  public:
   Task(const StreamGraph& graph, const JobGraph& jobGraph, int vertex, int subtask,
        int attemptNumber);
@@ -78,18 +79,19 @@ class Task final : private ChainHost, private CheckpointHandler {
   // Runs the task to the end; never throws.
   TaskResult run();
 
-  // Any thread.
-  void cancel();
-  void postSplit(std::vector<uint8_t> split);
-  void postNoMoreSplits();
+  // Any thread (TaskControl).
+  void cancel() override;
+  void postSplit(std::vector<uint8_t> split) override;
+  void postNoMoreSplits() override;
   void signalInputAvailable() override { waker_.wake(); }
   // Source tasks, and tasks that finished: snapshot (and emit the barrier).
-  void triggerCheckpoint(CheckpointBarrier barrier, checkpoint::CheckpointOptions options);
+  void triggerCheckpoint(CheckpointBarrier barrier,
+                         checkpoint::CheckpointOptions options) override;
   // Every operator's notifyCheckpointComplete(id), on the task thread.
-  void notifyCheckpointComplete(int64_t id);
+  void notifyCheckpointComplete(int64_t id) override;
   // The coordinator aborted checkpoint `id`: an alignment of it ends; after
   // a failed stop-with-savepoint a stopped source reads on.
-  void notifyCheckpointAborted(int64_t id, checkpoint::CheckpointOptions options);
+  void notifyCheckpointAborted(int64_t id, checkpoint::CheckpointOptions options) override;
 
   int vertexId() const { return info_.vertex; }
   int subtask() const { return info_.subtask; }

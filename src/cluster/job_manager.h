@@ -1,0 +1,40 @@
+// The JobManager (Flink's Dispatcher, ResourceManager and one JobMaster per
+// job, in one process): accepts job libraries from clients, keeps them in
+// the blob store, registers TaskManagers and their slots, watches their
+// heartbeats, and runs each job's Scheduler (runtime/scheduler.h) with a
+// deployment that places the subtasks into TaskManager slots. The job's
+// checkpoint coordinator runs here; tasks acknowledge to it over RPC.
+//
+// Thread-safe. The RPC service runs on gRPC's threads; a monitor thread
+// declares TaskManagers lost after heartbeat.timeout.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <sluice/core/config.h>
+
+namespace sluice::cluster {
+
+class JobManager {
+ public:
+  // Listens on jobmanager.bind-host:jobmanager.rpc.port (0: a free port).
+  // Throws SluiceException naming the address when it cannot.
+  explicit JobManager(Configuration config);
+  ~JobManager();
+  JobManager(const JobManager&) = delete;
+  JobManager& operator=(const JobManager&) = delete;
+
+  int port() const;
+  // Blocks until shutdown().
+  void wait();
+  // Cancels every job and stops serving. Any thread, also a signal watcher.
+  void shutdown();
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sluice::cluster

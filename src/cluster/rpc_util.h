@@ -1,0 +1,35 @@
+// What the cluster's gRPC code shares: channels and servers with Sluice's
+// message limits, Status <-> grpc::Status, configurations as key/values.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include <sluice/core/config.h>
+
+#include "cluster.grpc.pb.h"
+
+namespace sluice::cluster {
+
+// Job libraries travel in messages: allow them up to this size.
+inline constexpr int kMaxMessageBytes = 512 * 1024 * 1024;
+
+std::shared_ptr<grpc::Channel> makeChannel(const std::string& address);
+// A deadline `ms` from now.
+void setDeadline(grpc::ClientContext& context, int64_t ms);
+
+void toProto(const Configuration& config,
+             google::protobuf::RepeatedPtrField<rpc::KeyValue>* out);
+Configuration fromProto(const google::protobuf::RepeatedPtrField<rpc::KeyValue>& kvs,
+                        const std::string& source);
+
+// "host:port" for messages and channels.
+std::string hostPort(const std::string& host, int port);
+
+// The message of a failed call, naming the peer: "cannot reach the
+// JobManager at localhost:6123: failed to connect to all addresses".
+std::string describeRpcError(const grpc::Status& status, const std::string& what);
+
+}  // namespace sluice::cluster
