@@ -37,6 +37,7 @@
 #include <gtest/gtest.h>
 
 #include "harness/checkpoint_jobs.h"
+#include "harness/crash_job_output.h"
 
 extern char** environ;
 
@@ -47,11 +48,10 @@ namespace fs = std::filesystem;
 using std::chrono::milliseconds;
 
 using sluice::checkpointing::readFinishedLines;
+using sluice::test::checkCrashJobOutput;
 using sluice::test::TempDir;
 using sluice::test::waitUntil;
 
-// As in programs/crash_job.cc: record i is (i % kKeys, 1, i).
-constexpr int64_t kKeys = 97;
 constexpr int64_t kRecords = 6000;
 
 std::string readFile(const fs::path& path) {
@@ -214,74 +214,6 @@ std::optional<fs::path> retainedBy(const fs::path& checkpoints,
   return std::nullopt;
 }
 
-// Checks the committed output against the failure-free run of
-// programs/crash_job.cc over `records` records: key k shows every count
-// 1..n_k exactly once, the sums grow with the count (every record after a
-// key's first adds a positive index), and the last count carries the key's
-// total. The sums in between depend on how the two source subtasks
-// interleave, so they are not compared. Returns what is wrong, or "".
-std::string checkOutput(const fs::path& out, int64_t records) {
-  std::map<int64_t, std::pair<int64_t, int64_t>> totals;  // key -> count, sum
-  for (int64_t i = 0; i < records; ++i) {
-    auto& [n, s] = totals[i % kKeys];
-    ++n;
-    s += i;
-  }
-  std::ostringstream errors;
-  int reported = 0;
-  auto error = [&](const std::string& e) {
-    if (++reported <= 20) errors << e << "\n";
-  };
-
-  const std::vector<std::string> lines = readFinishedLines(out);
-  std::map<int64_t, std::map<int64_t, int64_t>> seen;  // key -> count -> sum
-  for (const auto& line : lines) {
-    int64_t k = 0, c = 0, s = 0;
-    char comma1 = 0, comma2 = 0;
-    std::istringstream in(line);
-    if (!(in >> k >> comma1 >> c >> comma2 >> s) || comma1 != ',' || comma2 != ',' ||
-        !(in >> std::ws).eof() || k < 0 || k >= kKeys) {
-      error("unparsable line '" + line + "'");
-      continue;
-    }
-    if (!seen[k].emplace(c, s).second) {
-      error("duplicate count " + std::to_string(c) + " of key " + std::to_string(k) + " (line '" +
-            line + "')");
-    }
-  }
-  for (const auto& [k, total] : totals) {
-    const auto& counts = seen[k];
-    int64_t expect = 1;
-    int64_t previousSum = -1;
-    for (const auto& [c, s] : counts) {
-      if (c != expect) {
-        error("key " + std::to_string(k) + ": count " + std::to_string(expect) +
-              " missing or out of range (next committed count is " + std::to_string(c) + ")");
-        expect = c;
-      }
-      if (s <= previousSum) {
-        error("key " + std::to_string(k) + ": sum " + std::to_string(s) + " at count " +
-              std::to_string(c) + " does not exceed the sum before it, " +
-              std::to_string(previousSum));
-      }
-      previousSum = s;
-      ++expect;
-    }
-    if (counts.empty() || counts.rbegin()->first != total.first) {
-      error("key " + std::to_string(k) + ": last committed count is " +
-            (counts.empty() ? std::string("none") : std::to_string(counts.rbegin()->first)) +
-            ", expected " + std::to_string(total.first));
-    } else if (counts.rbegin()->second != total.second) {
-      error("key " + std::to_string(k) + ": final sum " + std::to_string(counts.rbegin()->second) +
-            ", expected " + std::to_string(total.second));
-    }
-  }
-  if (static_cast<int64_t>(lines.size()) != records) {
-    error(std::to_string(lines.size()) + " committed lines, expected " + std::to_string(records));
-  }
-  if (reported > 20) errors << "(" << reported - 20 << " more)\n";
-  return errors.str();
-}
 
 // Hidden (in-progress or pending) files left under the output directory.
 std::vector<std::string> hiddenFiles(const fs::path& out) {
@@ -408,7 +340,7 @@ TEST_P(KillRestoreTest, OutputIsExactlyOnceAfterKills) {
   }
   std::cout << story.str() << "\n";
 
-  const std::string wrong = checkOutput(scenario.output(), kRecords);
+  const std::string wrong = checkCrashJobOutput(scenario.output(), kRecords);
   EXPECT_EQ(wrong, "") << story.str() << scenario.logs();
   const auto hidden = hiddenFiles(scenario.output());
   EXPECT_TRUE(hidden.empty()) << hidden.size() << " hidden files left, e.g. " << hidden.front()
@@ -460,7 +392,7 @@ TEST(KillRestoreSigtermTest, SigtermCancelsAndKeepsTheCheckpointsForARestore) {
   ASSERT_TRUE(restored->waitFor(kRunTimeout))
       << "the restored run did not finish" << scenario.logs();
   ASSERT_TRUE(restored->exitedWith(0)) << restored->describeStatus() << scenario.logs();
-  EXPECT_EQ(checkOutput(scenario.output(), kRecords), "") << scenario.logs();
+  EXPECT_EQ(checkCrashJobOutput(scenario.output(), kRecords), "") << scenario.logs();
   const auto hidden = hiddenFiles(scenario.output());
   EXPECT_TRUE(hidden.empty()) << hidden.size() << " hidden files left, e.g. " << hidden.front()
                               << scenario.logs();
