@@ -12,6 +12,8 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -189,6 +191,133 @@ INSTANTIATE_TEST_SUITE_P(Seeds, TaskManagerKillTest, ::testing::ValuesIn(killCas
                          [](const ::testing::TestParamInfo<KillCase>& info) {
                            return info.param.backend + "_seed" + std::to_string(info.param.seed);
                          });
+
+// ---- savepoint at one parallelism, resume at another ------------------------------------
+
+// The lines programs/rescale_job.cc commits over `records` records, sorted.
+std::vector<std::string> expectedRescaleLines(int64_t records) {
+  constexpr int64_t kKeys = 50;
+  std::vector<std::string> lines;
+  std::map<int64_t, int64_t> counts;
+  std::map<std::pair<int64_t, int64_t>, int64_t> windows;  // key, start -> count
+  std::set<std::pair<int64_t, int64_t>> timers;
+  for (int64_t i = 0; i < records; ++i) {
+    const int64_t k = i % kKeys;
+    const int64_t t = i * 10;
+    const int64_t n = ++counts[k];
+    lines.push_back("c," + std::to_string(k) + "," + std::to_string(n));
+    ++windows[{k, t - t % 1000}];
+    if ((i / kKeys) % 100 == 0) timers.insert({k, t + 500});
+  }
+  for (auto& [kw, c] : windows) {
+    lines.push_back("w," + std::to_string(kw.first) + "," + std::to_string(kw.second) + "," +
+                    std::to_string(c));
+  }
+  for (auto& [k, t] : timers) lines.push_back("t," + std::to_string(k) + "," + std::to_string(t));
+  std::sort(lines.begin(), lines.end());
+  return lines;
+}
+
+TEST(ClusterSavepointTest, StopAtParallelism2ResumeAt3KeepsStateTimersAndWindows) {
+  TempDir dir("cluster-rescale");
+  LocalCluster cluster(dir.path(), {"cluster.evenly-spread-out-slots=true"});
+  cluster.startJobManager();
+  cluster.startTaskManager(1);
+  cluster.startTaskManager(1);
+  constexpr int64_t kRecords = 12000;
+  const fs::path out = dir.path() / "out";
+  const fs::path savepoints = dir.path() / "savepoints";
+  const std::vector<std::string> jobArgs = {"--output", out.string(), "--checkpoints",
+                                            (dir.path() / "checkpoints").string(), "--records",
+                                            std::to_string(kRecords), "--rate", "3000"};
+  const std::string job = cluster.submitDetached(
+      SLUICE_RESCALE_JOB_LIB, {"-p", "2", "-D", "execution.checkpointing.interval=200ms"}, jobArgs);
+  ASSERT_FALSE(job.empty());
+  for (int i = 0; i < 600 && cluster.jobState(job) != "RUNNING"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  CliResult stop = cluster.cli("stop", {"--savepointPath", savepoints.string(), job});
+  ASSERT_EQ(stop.exitCode, 0) << stop.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(stop.output, m, std::regex("Path: file:(\\S+)"))) << stop.output;
+  const std::string savepoint = m[1];
+  ASSERT_EQ(cluster.waitForEnd(job), "FINISHED");
+  const size_t before = sluice::checkpointing::readFinishedLines(out).size();
+  ASSERT_GT(before, 0u);
+  ASSERT_LT(before, expectedRescaleLines(kRecords).size()) << "the savepoint came after the end";
+
+  cluster.startTaskManager(1);
+  std::vector<std::string> resume = {"-p", "3", "-s", savepoint, "-D",
+                                     "execution.checkpointing.interval=200ms",
+                                     SLUICE_RESCALE_JOB_LIB};
+  resume.insert(resume.end(), jobArgs.begin(), jobArgs.end());
+  CliResult r = cluster.cli("run", resume);
+  ASSERT_EQ(r.exitCode, 0) << r.output << cluster.jobManager().output();
+  std::vector<std::string> got = sluice::checkpointing::readFinishedLines(out);
+  std::sort(got.begin(), got.end());
+  const std::vector<std::string> expected = expectedRescaleLines(kRecords);
+  std::vector<std::string> missing, extra;
+  std::set_difference(expected.begin(), expected.end(), got.begin(), got.end(),
+                      std::back_inserter(missing));
+  std::set_difference(got.begin(), got.end(), expected.begin(), expected.end(),
+                      std::back_inserter(extra));
+  auto head = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (size_t i = 0; i < v.size() && i < 20; ++i) s += v[i] + "\n";
+    return s;
+  };
+  EXPECT_TRUE(missing.empty()) << missing.size() << " lines missing, e.g.\n" << head(missing);
+  EXPECT_TRUE(extra.empty()) << extra.size() << " lines too many, e.g.\n" << head(extra);
+  // The third TaskManager, new for the second run, ran a share of it.
+  EXPECT_NE(cluster.taskManager(2).output().find("Running "), std::string::npos)
+      << cluster.taskManager(2).output();
+}
+
+// ---- backpressure across processes ------------------------------------------------------
+
+int64_t residentKiB(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
+  }
+  return -1;
+}
+
+TEST(ClusterBackpressureTest, ASlowConsumerBoundsTheProducersMemoryAndCancelEndsIt) {
+  TempDir dir("cluster-backpressure");
+  LocalCluster cluster(dir.path(), {"cluster.evenly-spread-out-slots=true",
+                                    "taskmanager.memory.segment-size=1kb"});
+  cluster.startJobManager();
+  cluster.startTaskManager(1);
+  cluster.startTaskManager(1);
+  const std::string job = cluster.submitDetached(
+      SLUICE_RESCALE_JOB_LIB,
+      {"-p", "2", "-D", "execution.checkpointing.interval=500ms"},
+      {"--mode", "backpressure", "--output", (dir.path() / "out").string(), "--checkpoints",
+       (dir.path() / "checkpoints").string()});
+  ASSERT_FALSE(job.empty());
+  for (int i = 0; i < 600 && cluster.jobState(job) != "RUNNING"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  // The generator could produce millions of records a second; the sink
+  // takes 1000 per second per subtask. Without backpressure the queues
+  // would grow by hundreds of MB in these seconds.
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const int64_t a0 = residentKiB(cluster.taskManager(0).pid());
+  const int64_t b0 = residentKiB(cluster.taskManager(1).pid());
+  std::this_thread::sleep_for(std::chrono::seconds(4));
+  const int64_t a1 = residentKiB(cluster.taskManager(0).pid());
+  const int64_t b1 = residentKiB(cluster.taskManager(1).pid());
+  EXPECT_LT(a1 - a0, 48 * 1024) << a0 << " KiB -> " << a1 << " KiB";
+  EXPECT_LT(b1 - b0, 48 * 1024) << b0 << " KiB -> " << b1 << " KiB";
+  // No deadlock: checkpoints complete through the backpressured channels.
+  const std::string log = cluster.jobManager().output();
+  EXPECT_NE(log.find("Completed checkpoint"), std::string::npos) << log;
+  CliResult cancel = cluster.cli("cancel", {job}, std::chrono::seconds(60));
+  EXPECT_EQ(cancel.exitCode, 0) << cancel.output;
+  EXPECT_EQ(cluster.jobState(job), "CANCELED");
+}
 
 // ---- the CLI's verbs and errors ---------------------------------------------------------
 
