@@ -9,10 +9,12 @@
 #                that loads it provides the engine).
 # Compile definitions meant for both go on both targets.
 set(SLUICE_JOB_ENTRY_SOURCE ${CMAKE_CURRENT_LIST_DIR}/sluice_job_entry.cc)
+set(SLUICE_JOB_CLIENT_SOURCE ${CMAKE_CURRENT_LIST_DIR}/../src/cluster/job_client.cc)
 
 function(sluice_add_job name)
   set(sources ${ARGN})
-  add_executable(${name} ${sources} $<TARGET_OBJECTS:sluice_job_client>)
+  add_executable(${name} ${sources} ${SLUICE_JOB_CLIENT_SOURCE})
+  set_source_files_properties(${SLUICE_JOB_CLIENT_SOURCE} PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
   target_link_libraries(${name} PRIVATE sluice sluice_cluster)
   target_compile_definitions(${name} PRIVATE SLUICE_JOB_LIBRARY="$<TARGET_FILE:${name}_job>")
   set_source_files_properties(${SLUICE_JOB_ENTRY_SOURCE} PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
