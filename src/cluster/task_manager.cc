@@ -71,7 +71,8 @@ class AttemptRun final : public runtime::TaskListener,
     return group_->task(vertex, subtask);
   }
   void cancelAll() { group_->cancelAll(); }
-  // A data connection of this attempt broke: its tasks fail with `error`.
+  // A data connection of this attempt broke, or the TaskManager stops: its
+// tasks end failed with `error`.
   void fail(const std::string& error);
   size_t size() const { return group_->tasks().size(); }
   void join() { group_->join(); }
@@ -444,7 +445,9 @@ void TaskManager::Impl::cancelEverything(const std::string& why) {
     for (auto& [k, r] : attempts_) runs.push_back(r);
   }
   if (!runs.empty()) log::warn("Cancelling {} job attempts: {}", runs.size(), why);
-  for (auto& r : runs) r->cancelAll();
+  // Not a cancel the JobManager asked for: the tasks end failed, with the
+  // cause, so that their job fails over instead of looking finished.
+  for (auto& r : runs) r->fail(fmt::format("TaskManager {}: {}", id_, why));
 }
 
 void TaskManager::Impl::toJobManager(
