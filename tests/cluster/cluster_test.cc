@@ -102,6 +102,25 @@ TEST(ClusterTest, WordCountAtParallelism4OnTwoTaskManagersMatchesTheReference) {
   }
 }
 
+TEST(ClusterTest, ExecuteWithTargetRemoteSubmitsFromTheJobsOwnExecutable) {
+  TempDir dir("cluster-remote-execute");
+  LocalCluster cluster(dir.path(), {});
+  cluster.startJobManager();
+  cluster.startTaskManager(2);
+  const fs::path out = dir.path() / "out";
+  CliResult r = cluster.runProcess(
+      {SLUICE_WORDCOUNT_BIN, "-D", "execution.target=remote", "-D",
+       "jobmanager.rpc.address=127.0.0.1", "-D", "jobmanager.rpc.port=" + std::to_string(cluster.port()),
+       "-p", "2", "--input", SLUICE_WORDCOUNT_TEXT, "--output", out.string()});
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  EXPECT_NE(r.output.find("Job has been submitted with JobID"), std::string::npos) << r.output;
+  int64_t lines = 0;
+  EXPECT_EQ(finalCounts(out, &lines), referenceCounts(SLUICE_WORDCOUNT_TEXT));
+  // It ran on the cluster, not in the executable.
+  EXPECT_NE(cluster.jobManager().output().find("Submitted job 'Streaming WordCount'"),
+            std::string::npos);
+}
+
 TEST(ClusterTest, WindowedWordCountRunsAsALibraryAsItRunsEmbedded) {
   TempDir dir("cluster-wwc");
   LocalCluster cluster(dir.path(), {"cluster.evenly-spread-out-slots=true"});
