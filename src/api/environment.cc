@@ -86,8 +86,8 @@ std::optional<JobExecutionResult> captureOrSubmit(const std::shared_ptr<Environm
   const std::string target = state->config.get(options::kExecutionTarget);
   if (target == "local") return std::nullopt;
   if (target != "remote") {
-    throw SluiceException(fmt::format(
-        "execution.target must be 'local' or 'remote', got '{}'", target));
+    throw SluiceException(
+        fmt::format("execution.target must be 'local' or 'remote', got '{}'", target));
   }
   if (!cluster::remoteExecutor()) {
     throw SluiceException(

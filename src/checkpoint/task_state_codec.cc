@@ -18,8 +18,8 @@ uint32_t readCount(DataInputView& in, size_t minBytes, const char* what) {
   const size_t at = in.position();
   const uint32_t n = in.readU32();
   if (n > in.remaining() / minBytes) {
-    in.failAt(at, fmt::format("a count of {} {} exceeds the {} bytes left", n, what,
-                              in.remaining()));
+    in.failAt(at,
+              fmt::format("a count of {} {} exceeds the {} bytes left", n, what, in.remaining()));
   }
   return n;
 }

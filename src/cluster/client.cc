@@ -24,8 +24,8 @@ namespace {
 [[noreturn]] void fail(const grpc::Status& st, const std::string& address) {
   if (st.error_code() == grpc::StatusCode::UNAVAILABLE ||
       st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-    throw SluiceException(fmt::format("cannot reach the JobManager at {}: {}", address,
-                                      st.error_message()));
+    throw SluiceException(
+        fmt::format("cannot reach the JobManager at {}: {}", address, st.error_message()));
   }
   throw SluiceException(st.error_message());
 }
@@ -137,7 +137,7 @@ void installRemoteExecutor(std::string libraryPath, std::vector<std::string> arg
     RemoteJobResult out;
     if (!config.get(options::kExecutionAttached)) return out;
     rpc::JobInfo info = client.waitForEnd(r.job_id());
-    out.state = info.state() == "FINISHED" ? JobStatus::kFinished
+    out.state = info.state() == "FINISHED"   ? JobStatus::kFinished
                 : info.state() == "CANCELED" ? JobStatus::kCanceled
                                              : JobStatus::kFailed;
     out.error = info.error();

@@ -21,8 +21,8 @@ class ClusterClient {
   ~ClusterClient();
 
   // Uploads the job library and starts the job; returns its id.
-  rpc::SubmitJobResponse submit(const std::string& libraryPath, const std::vector<std::string>& args,
-                                const Configuration& config);
+  rpc::SubmitJobResponse submit(const std::string& libraryPath,
+                                const std::vector<std::string>& args, const Configuration& config);
   rpc::JobInfo job(const std::string& jobId);
   std::vector<rpc::JobInfo> list();
   void cancel(const std::string& jobId);

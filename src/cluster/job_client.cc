@@ -22,6 +22,6 @@ void installFromArgs(int argc, char** argv, char**) {
 }
 
 __attribute__((section(".init_array"), used)) void (*kInstall)(int, char**,
-                                                                     char**) = installFromArgs;
+                                                               char**) = installFromArgs;
 
 }  // namespace

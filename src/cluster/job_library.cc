@@ -105,8 +105,9 @@ BlobStore::BlobStore(std::string directory) : directory_(std::move(directory)) {
   }
   fs::create_directories(directory_, ec);
   if (ec || !fs::is_directory(directory_)) {
-    throw SluiceException(fmt::format("cannot create the blob directory '{}' (blob.storage.directory): {}",
-                                      directory_, ec ? ec.message() : "not a directory"));
+    throw SluiceException(
+        fmt::format("cannot create the blob directory '{}' (blob.storage.directory): {}",
+                    directory_, ec ? ec.message() : "not a directory"));
   }
 }
 
@@ -155,8 +156,8 @@ std::string BlobStore::put(const std::string& bytes) {
 std::string BlobStore::read(const std::string& key) const {
   std::ifstream in(path(key), std::ios::binary);
   if (!in) {
-    throw SluiceException(fmt::format("blob '{}' is not in the blob store {}: {}", key,
-                                      directory_, std::strerror(errno)));
+    throw SluiceException(fmt::format("blob '{}' is not in the blob store {}: {}", key, directory_,
+                                      std::strerror(errno)));
   }
   std::ostringstream ss;
   ss << in.rdbuf();

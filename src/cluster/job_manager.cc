@@ -78,8 +78,7 @@ class JobManager::Impl {
   // ResourceManager: `count` slots for `jobId`, waiting up to
   // slot.request.timeout. Throws RetryableStartFailure naming what was
   // needed and there.
-  std::vector<std::shared_ptr<TaskManagerEntry>> allocateSlots(const std::string& jobId,
-                                                               int count);
+  std::vector<std::shared_ptr<TaskManagerEntry>> allocateSlots(const std::string& jobId, int count);
   void releaseSlots(const std::string& jobId);
 
   struct JobEntry {
@@ -152,8 +151,7 @@ class RemoteTask;
 
 class RemoteDeployment final : public runtime::TaskDeployment {
  public:
-  RemoteDeployment(JobManager::Impl& jm, JobManager::Impl::JobEntry& job,
-                   const JobGraph& jobGraph)
+  RemoteDeployment(JobManager::Impl& jm, JobManager::Impl::JobEntry& job, const JobGraph& jobGraph)
       : jm_(jm), job_(job), jobGraph_(jobGraph) {}
   ~RemoteDeployment() override;
 
@@ -190,8 +188,8 @@ class RemoteDeployment final : public runtime::TaskDeployment {
     closed_ = true;
     running_.clear();
   }
-  void post(RemoteTask& task, std::function<grpc::Status(rpc::TaskExecutorService::Stub&,
-                                                         grpc::ClientContext&)> call,
+  void post(RemoteTask& task,
+            std::function<grpc::Status(rpc::TaskExecutorService::Stub&, grpc::ClientContext&)> call,
             const char* what);
 
  private:
@@ -244,28 +242,37 @@ class RemoteTask final : public runtime::TaskControl {
   void cancel() override {
     rpc::TaskControlRequest req;
     *req.mutable_task() = ref_;
-    d_.post(*this, [req](auto& stub, auto& ctx) {
-      rpc::Empty e;
-      return stub.CancelTask(&ctx, req, &e);
-    }, "cancel");
+    d_.post(
+        *this,
+        [req](auto& stub, auto& ctx) {
+          rpc::Empty e;
+          return stub.CancelTask(&ctx, req, &e);
+        },
+        "cancel");
   }
   void postSplit(std::vector<uint8_t> split) override {
     rpc::SplitRequest req;
     *req.mutable_task() = ref_;
     req.set_split(std::string(split.begin(), split.end()));
-    d_.post(*this, [req](auto& stub, auto& ctx) {
-      rpc::Empty e;
-      return stub.AssignSplit(&ctx, req, &e);
-    }, "assign a split to");
+    d_.post(
+        *this,
+        [req](auto& stub, auto& ctx) {
+          rpc::Empty e;
+          return stub.AssignSplit(&ctx, req, &e);
+        },
+        "assign a split to");
   }
   void postNoMoreSplits() override {
     rpc::SplitRequest req;
     *req.mutable_task() = ref_;
     req.set_no_more_splits(true);
-    d_.post(*this, [req](auto& stub, auto& ctx) {
-      rpc::Empty e;
-      return stub.AssignSplit(&ctx, req, &e);
-    }, "signal no more splits to");
+    d_.post(
+        *this,
+        [req](auto& stub, auto& ctx) {
+          rpc::Empty e;
+          return stub.AssignSplit(&ctx, req, &e);
+        },
+        "signal no more splits to");
   }
   void triggerCheckpoint(CheckpointBarrier barrier,
                          checkpoint::CheckpointOptions options) override {
@@ -274,10 +281,13 @@ class RemoteTask final : public runtime::TaskControl {
     req.set_checkpoint_id(barrier.id);
     req.set_timestamp(barrier.timestamp);
     *req.mutable_options() = toProto(options);
-    d_.post(*this, [req](auto& stub, auto& ctx) {
-      rpc::Empty e;
-      return stub.TriggerCheckpoint(&ctx, req, &e);
-    }, "trigger a checkpoint on");
+    d_.post(
+        *this,
+        [req](auto& stub, auto& ctx) {
+          rpc::Empty e;
+          return stub.TriggerCheckpoint(&ctx, req, &e);
+        },
+        "trigger a checkpoint on");
   }
   void notifyCheckpointComplete(int64_t id) override { notify(id, false, {}); }
   void notifyCheckpointAborted(int64_t id, checkpoint::CheckpointOptions options) override {
@@ -294,10 +304,13 @@ class RemoteTask final : public runtime::TaskControl {
     req.set_checkpoint_id(id);
     req.set_aborted(aborted);
     *req.mutable_options() = toProto(options);
-    d_.post(*this, [req](auto& stub, auto& ctx) {
-      rpc::Empty e;
-      return stub.NotifyCheckpoint(&ctx, req, &e);
-    }, "notify a checkpoint to");
+    d_.post(
+        *this,
+        [req](auto& stub, auto& ctx) {
+          rpc::Empty e;
+          return stub.NotifyCheckpoint(&ctx, req, &e);
+        },
+        "notify a checkpoint to");
   }
 
   RemoteDeployment& d_;
@@ -377,9 +390,8 @@ void RemoteDeployment::start() {
     toProto(job_.submitted, base.mutable_config());
     base.set_restore_checkpoint(restoreDirectory_);
     base.set_incremental_shared_directory(incrementalShared_);
-    base.set_checkpointing_mode(mode_ == CheckpointingMode::kExactlyOnce
-                                    ? "EXACTLY_ONCE"
-                                    : "AT_LEAST_ONCE");
+    base.set_checkpointing_mode(mode_ == CheckpointingMode::kExactlyOnce ? "EXACTLY_ONCE"
+                                                                         : "AT_LEAST_ONCE");
     base.set_checkpointing(checkpointing_);
     for (const auto& v : jobGraph_.vertices) {
       for (int s = 0; s < v.parallelism; ++s) {
@@ -396,8 +408,8 @@ void RemoteDeployment::start() {
   }
   const int attempt = base.attempt();
   for (auto& [tm, subtasks] : perTm) {
-    log::info("Deploying {} subtasks of job {} attempt {} to {}", subtasks.size(), job_.id,
-              attempt, tm->describe());
+    log::info("Deploying {} subtasks of job {} attempt {} to {}", subtasks.size(), job_.id, attempt,
+              tm->describe());
     tm->out->submit([this, tm, base, subtasks = subtasks, attempt] {
       grpc::ClientContext ctx;
       setDeadline(ctx, 120000);
@@ -545,8 +557,8 @@ grpc::Status notFound(const std::string& jobId) {
 JobManager::Impl::Impl(Configuration config)
     : config_(std::move(config)), blobs_(config_.get(options::kBlobStorageDirectory)) {
   service_ = std::make_unique<Service>(*this);
-  const std::string address = hostPort(config_.get(options::kJobManagerBindHost),
-                                       config_.get(options::kJobManagerRpcPort));
+  const std::string address =
+      hostPort(config_.get(options::kJobManagerBindHost), config_.get(options::kJobManagerRpcPort));
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port_);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
@@ -639,8 +651,7 @@ grpc::Status JobManager::Impl::registerTaskManager(const rpc::RegisterTaskManage
     taskManagers_.push_back(tm);
     slotsChanged_.notify_all();
   }
-  log::info("Registered {} with {} slots (data port {})", tm->describe(), tm->slots,
-            tm->dataPort);
+  log::info("Registered {} with {} slots (data port {})", tm->describe(), tm->slots, tm->dataPort);
   return grpc::Status::OK;
 }
 
@@ -673,10 +684,10 @@ void JobManager::Impl::monitorHeartbeats() {
     lock.unlock();
     for (auto& t : lost) {
       taskManagerLost(
-          t, fmt::format("{} was lost: no heartbeat for {} ms (heartbeat.timeout)", t->describe(),
-                         std::chrono::duration_cast<std::chrono::milliseconds>(
-                             now - t->lastHeartbeat)
-                             .count()));
+          t,
+          fmt::format("{} was lost: no heartbeat for {} ms (heartbeat.timeout)", t->describe(),
+                      std::chrono::duration_cast<std::chrono::milliseconds>(now - t->lastHeartbeat)
+                          .count()));
     }
     lock.lock();
   }
@@ -715,8 +726,8 @@ std::vector<std::shared_ptr<TaskManagerEntry>> JobManager::Impl::allocateSlots(
   while (freeSlots() < count) {
     if (stop_) throw runtime::RetryableStartFailure("the JobManager is shutting down");
     if (!logged) {
-      log::info("Job {} waits for {} slots; {} are free (slot.request.timeout {} ms)", jobId,
-                count, freeSlots(), timeout.count());
+      log::info("Job {} waits for {} slots; {} are free (slot.request.timeout {} ms)", jobId, count,
+                freeSlots(), timeout.count());
       logged = true;
     }
     if (slotsChanged_.wait_until(lock, deadline) == std::cv_status::timeout &&
@@ -771,8 +782,7 @@ std::shared_ptr<JobManager::Impl::JobEntry> JobManager::Impl::findJob(const std:
   return it == jobs_.end() ? nullptr : it->second;
 }
 
-std::shared_ptr<RemoteDeployment> JobManager::Impl::currentDeployment(JobEntry& job,
-                                                                      int attempt) {
+std::shared_ptr<RemoteDeployment> JobManager::Impl::currentDeployment(JobEntry& job, int attempt) {
   std::shared_ptr<RemoteDeployment> d;
   {
     std::lock_guard lock(mu_);
@@ -794,8 +804,7 @@ grpc::Status JobManager::Impl::updateTaskState(const rpc::TaskStateUpdate& req) 
   return grpc::Status::OK;
 }
 
-grpc::Status JobManager::Impl::acknowledgeCheckpoint(
-    const rpc::AcknowledgeCheckpointRequest& req) {
+grpc::Status JobManager::Impl::acknowledgeCheckpoint(const rpc::AcknowledgeCheckpointRequest& req) {
   auto job = findJob(req.task().job_id());
   if (!job) return notFound(req.task().job_id());
   auto d = currentDeployment(*job, req.task().attempt());
@@ -995,9 +1004,9 @@ grpc::Status JobManager::Impl::cancelJob(const rpc::JobIdRequest& req) {
                                     req.job_id()));
   }
   if (isTerminal(run->state())) {
-    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                        fmt::format("job {} already ended: {}", req.job_id(),
-                                    jobStatusName(run->state())));
+    return grpc::Status(
+        grpc::StatusCode::FAILED_PRECONDITION,
+        fmt::format("job {} already ended: {}", req.job_id(), jobStatusName(run->state())));
   }
   log::info("Cancelling job {} on request", req.job_id());
   run->cancel();

@@ -131,8 +131,8 @@ Args parse(const std::string& action, int argc, char** argv) {
     }
     a.config.setString(std::string(options::kJobManagerRpcAddress.key),
                        a.jobManager.substr(0, colon), "-m");
-    a.config.setString(std::string(options::kJobManagerRpcPort.key),
-                       a.jobManager.substr(colon + 1), "-m");
+    a.config.setString(std::string(options::kJobManagerRpcPort.key), a.jobManager.substr(colon + 1),
+                       "-m");
   }
   // Every value must parse: a bad one fails here, not in the middle of a run.
   for (const std::string& key : a.config.keys()) {
@@ -176,9 +176,8 @@ void setUpLogging(const Configuration& config, const std::string& role) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) {
-    throw SluiceException(
-        fmt::format("cannot create the log directory '{}' (env.log.dir): {}", dir.string(),
-                    ec.message()));
+    throw SluiceException(fmt::format("cannot create the log directory '{}' (env.log.dir): {}",
+                                      dir.string(), ec.message()));
   }
   std::string file = (dir / fmt::format("sluice-{}-{}.log", role, host)).string();
   std::string error = sluice::log::logToStdoutAndFile(file);
@@ -213,8 +212,9 @@ int run(const Args& a) {
   if (a.detached) return 0;
   sluice::rpc::JobInfo info = client.waitForEnd(r.job_id());
   if (info.state() == "FINISHED") {
-    std::printf("Program execution finished\nJob with JobID %s has finished.\nJob Runtime: %lld ms\n",
-                r.job_id().c_str(), static_cast<long long>(info.duration_ms()));
+    std::printf(
+        "Program execution finished\nJob with JobID %s has finished.\nJob Runtime: %lld ms\n",
+        r.job_id().c_str(), static_cast<long long>(info.duration_ms()));
     return 0;
   }
   std::fprintf(stderr, "The job %s (%s) ended %s%s%s\n", r.job_id().c_str(), r.job_name().c_str(),

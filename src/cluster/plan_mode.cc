@@ -39,8 +39,7 @@ void capture(std::shared_ptr<StreamGraph> graph, Configuration configuration) {
 }
 
 CapturedPlan capturePlan(JobMain main, const std::string& libraryName,
-                         const std::vector<std::string>& args,
-                         const Configuration& configuration) {
+                         const std::vector<std::string>& args, const Configuration& configuration) {
   PlanModeState state;
   state.base = &configuration;
   std::vector<std::string> storage;
@@ -64,9 +63,8 @@ CapturedPlan capturePlan(JobMain main, const std::string& libraryName,
   current = previous;
   if (state.captured) return std::move(*state.captured);
   if (!failure.empty()) {
-    throw SluiceException(
-        fmt::format("the main() of {} failed before it called execute(): {}", libraryName,
-                    failure));
+    throw SluiceException(fmt::format("the main() of {} failed before it called execute(): {}",
+                                      libraryName, failure));
   }
   throw SluiceException(fmt::format(
       "the main() of {} returned {} without calling execute(): nothing to run (a job submitted "

@@ -20,8 +20,7 @@ void setDeadline(grpc::ClientContext& context, int64_t ms) {
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(ms));
 }
 
-void toProto(const Configuration& config,
-             google::protobuf::RepeatedPtrField<rpc::KeyValue>* out) {
+void toProto(const Configuration& config, google::protobuf::RepeatedPtrField<rpc::KeyValue>* out) {
   for (const std::string& key : config.keys()) {
     rpc::KeyValue* kv = out->Add();
     kv->set_key(key);

@@ -20,8 +20,7 @@ std::shared_ptr<grpc::Channel> makeChannel(const std::string& address);
 // A deadline `ms` from now.
 void setDeadline(grpc::ClientContext& context, int64_t ms);
 
-void toProto(const Configuration& config,
-             google::protobuf::RepeatedPtrField<rpc::KeyValue>* out);
+void toProto(const Configuration& config, google::protobuf::RepeatedPtrField<rpc::KeyValue>* out);
 Configuration fromProto(const google::protobuf::RepeatedPtrField<rpc::KeyValue>& kvs,
                         const std::string& source);
 

@@ -40,8 +40,9 @@ struct JobPlan {
 
 checkpoint::CheckpointOptions fromProto(const rpc::CheckpointOptionsMsg& m) {
   checkpoint::CheckpointOptions o;
-  o.type = m.type() == static_cast<int32_t>(CheckpointType::kSavepoint) ? CheckpointType::kSavepoint
-                                                                        : CheckpointType::kCheckpoint;
+  o.type = m.type() == static_cast<int32_t>(CheckpointType::kSavepoint)
+               ? CheckpointType::kSavepoint
+               : CheckpointType::kCheckpoint;
   o.terminate = m.terminate();
   o.drain = m.drain();
   o.targetDirectory = m.target_location();
@@ -72,7 +73,7 @@ class AttemptRun final : public runtime::TaskListener,
   }
   void cancelAll() { group_->cancelAll(); }
   // A data connection of this attempt broke, or the TaskManager stops: its
-// tasks end failed with `error`.
+  // tasks end failed with `error`.
   void fail(const std::string& error);
   size_t size() const { return group_->tasks().size(); }
   void join() { group_->join(); }
@@ -122,9 +123,9 @@ class TaskManager::Impl final : public rpc::TaskExecutorService::Service {
   ~Impl() override;
 
   // Calls to the JobManager, in order, off the caller's thread.
-  void toJobManager(std::function<grpc::Status(rpc::JobManagerService::Stub&,
-                                               grpc::ClientContext&)> call,
-                    std::string what);
+  void toJobManager(
+      std::function<grpc::Status(rpc::JobManagerService::Stub&, grpc::ClientContext&)> call,
+      std::string what);
   void attemptEnded(AttemptRun* run);
   DataPlane& dataPlane() { return *dataPlane_; }
   const Configuration& config() const { return config_; }
@@ -183,9 +184,7 @@ class AttemptRun::SourceLink final : public runtime::SourceCoordinatorLink {
  public:
   SourceLink(AttemptRun& run, int vertex) : run_(run), vertex_(vertex) {}
   void addReader(int subtask) override { send(subtask, rpc::SourceEventRequest::ADD_READER); }
-  void requestSplit(int subtask) override {
-    send(subtask, rpc::SourceEventRequest::REQUEST_SPLIT);
-  }
+  void requestSplit(int subtask) override { send(subtask, rpc::SourceEventRequest::REQUEST_SPLIT); }
 
  private:
   void send(int subtask, rpc::SourceEventRequest::Kind kind) {
@@ -221,7 +220,8 @@ AttemptRun::AttemptRun(TaskManager::Impl& tm, std::shared_ptr<JobPlan> plan,
     }
   }
   if (!req.restore_checkpoint().empty()) {
-    Result<checkpoint::CompletedCheckpoint> cp = checkpoint::loadCheckpoint(req.restore_checkpoint());
+    Result<checkpoint::CompletedCheckpoint> cp =
+        checkpoint::loadCheckpoint(req.restore_checkpoint());
     if (!cp.isOk()) throw SluiceException(cp.status().message());
     Result<checkpoint::StateAssignment> assigned = checkpoint::assignStates(
         cp.value(), sg, jg, checkpoint::operatorUids(sg),
@@ -253,7 +253,8 @@ AttemptRun::AttemptRun(TaskManager::Impl& tm, std::shared_ptr<JobPlan> plan,
     if (!sg.node(v.head()).factory->isSource()) continue;
     sourceLinks_.push_back(std::make_unique<SourceLink>(*this, v.id));
     for (int s = 0; s < v.parallelism; ++s) {
-      if (runtime::Task* t = group_->task(v.id, s)) t->setSourceCoordinator(sourceLinks_.back().get());
+      if (runtime::Task* t = group_->task(v.id, s))
+        t->setSourceCoordinator(sourceLinks_.back().get());
     }
   }
   remaining_.store(static_cast<int>(group_->tasks().size()));
@@ -386,10 +387,10 @@ TaskManager::Impl::Impl(Configuration config)
   d.maxNetworkMemory = config_.get(options::kTaskManagerMemoryNetworkMax).bytes;
   dataPlane_ = std::make_unique<DataPlane>(d);
   dataPort_ = dataPlane_->port();
-  dataPlane_->setFailureListener([this](const std::string& job, int attempt,
-                                        const std::string& error) {
-    if (auto run = findAttempt(job, attempt)) run->fail(error);
-  });
+  dataPlane_->setFailureListener(
+      [this](const std::string& job, int attempt, const std::string& error) {
+        if (auto run = findAttempt(job, attempt)) run->fail(error);
+      });
   const std::string address = hostPort(bind, config_.get(options::kTaskManagerRpcPort));
   grpc::ServerBuilder builder;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &rpcPort_);
@@ -512,15 +513,14 @@ void TaskManager::Impl::heartbeatLoop() {
           registered = false;
         }
       } else if (SteadyClock::now() - lastContact > timeout) {
-        log::error("TaskManager {} lost the JobManager at {}: no heartbeat answer for {} ms",
-                   id_, jmAddress_, timeout.count());
+        log::error("TaskManager {} lost the JobManager at {}: no heartbeat answer for {} ms", id_,
+                   jmAddress_, timeout.count());
         cancelEverything("the JobManager was lost");
         registered = false;
       }
     }
     lock.lock();
-    cv_.wait_for(lock, registered ? period : std::chrono::milliseconds(500),
-                 [&] { return stop_; });
+    cv_.wait_for(lock, registered ? period : std::chrono::milliseconds(500), [&] { return stop_; });
   }
 }
 
@@ -538,13 +538,13 @@ std::shared_ptr<JobPlan> TaskManager::Impl::planFor(const rpc::DeployRequest& re
     setDeadline(ctx, 120000);
     grpc::Status st = jm_->GetBlob(&ctx, br, &resp);
     if (!st.ok()) {
-      throw SluiceException(
-          describeRpcError(st, "the JobManager's blob store at " + jmAddress_));
+      throw SluiceException(describeRpcError(st, "the JobManager's blob store at " + jmAddress_));
     }
     if (BlobStore::keyOf(resp.data()) != req.blob_key()) {
-      throw SluiceException(fmt::format("the job library fetched for blob {} is damaged (its "
-                                        "contents do not match its key)",
-                                        req.blob_key()));
+      throw SluiceException(
+          fmt::format("the job library fetched for blob {} is damaged (its "
+                      "contents do not match its key)",
+                      req.blob_key()));
     }
     blobs_.put(resp.data());
   }
@@ -614,8 +614,8 @@ grpc::Status TaskManager::Impl::CancelAttempt(grpc::ServerContext*, const rpc::A
   return grpc::Status::OK;
 }
 
-grpc::Status TaskManager::Impl::CancelTask(grpc::ServerContext*,
-                                           const rpc::TaskControlRequest* req, rpc::Empty*) {
+grpc::Status TaskManager::Impl::CancelTask(grpc::ServerContext*, const rpc::TaskControlRequest* req,
+                                           rpc::Empty*) {
   std::shared_ptr<AttemptRun> holder;
   runtime::Task* t = findTask(req->task(), holder);
   if (t == nullptr) return grpc::Status::OK;  // already gone: nothing to cancel

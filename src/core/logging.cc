@@ -114,8 +114,7 @@ std::string logToStdoutAndFile(const std::string& file) {
     sinks.push_back(std::move(out));
     sinks.push_back(std::move(f));
     auto formatter = std::make_unique<spdlog::pattern_formatter>();
-    formatter->add_flag<ThreadNameFlag>('N').set_pattern(
-        "%Y-%m-%d %H:%M:%S.%e [%^%l%$] [%N] %v");
+    formatter->add_flag<ThreadNameFlag>('N').set_pattern("%Y-%m-%d %H:%M:%S.%e [%^%l%$] [%N] %v");
     state().logger->set_formatter(std::move(formatter));
     return "";
   } catch (const std::exception& e) {

@@ -28,7 +28,7 @@ struct Scheduler::Attempt {
   bool failed = false;
   std::string firstError;
   std::set<TaskControl*> finished;
-  bool finalPhase = false;  // every task finished; the final commit is under way
+  bool finalPhase = false;    // every task finished; the final commit is under way
   std::vector<int> flatBase;  // index in flat of each vertex's subtask 0
 
   TaskControl& task(checkpoint::TaskId id) {
@@ -145,7 +145,8 @@ void Scheduler::taskEnded(int vertex, int subtask, TaskResult result) {
   {
     std::lock_guard lock(mu_);
     if (!attempt_) return;
-    const size_t i = static_cast<size_t>(attempt_->flatBase.at(static_cast<size_t>(vertex)) + subtask);
+    const size_t i =
+        static_cast<size_t>(attempt_->flatBase.at(static_cast<size_t>(vertex)) + subtask);
     if (result.failed) error = result.error;
     attempt_->results.at(i) = std::move(result);
   }

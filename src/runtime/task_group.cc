@@ -104,13 +104,13 @@ void TaskGroup::wire(const StreamGraph& sg, const JobGraph& jg, const MiniCluste
             if (spec.remote == nullptr) {
               throw SluiceException("a remote output without a data plane");
             }
-            targets.push_back({spec.remote->producerChannel(static_cast<int>(je), s,
-                                                            subpartition[je][k]),
-                               subpartition[je][k]});
+            targets.push_back(
+                {spec.remote->producerChannel(static_cast<int>(je), s, subpartition[je][k]),
+                 subpartition[je][k]});
           }
         }
-        producer->addWriter(je, std::move(targets), options.segmentSize,
-                            options.buffersPerChannel, options.floatingBuffers);
+        producer->addWriter(je, std::move(targets), options.segmentSize, options.buffersPerChannel,
+                            options.floatingBuffers);
       }
     }
   }

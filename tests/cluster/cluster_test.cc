@@ -1,10 +1,10 @@
 // The standalone cluster as a user runs it: a JobManager and TaskManagers as
 // processes of the `sluice` binary on 127.0.0.1 (ephemeral ports), jobs
 // submitted as libraries with `sluice run`, and the CLI's verbs.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <netinet/in.h>
-#include <arpa/inet.h>
 
 #include <algorithm>
 #include <cctype>
@@ -65,7 +65,8 @@ std::map<std::string, int64_t> finalCounts(const fs::path& dir, int64_t* lines) 
     while (std::getline(in, line)) {
       ++*lines;
       auto comma = line.rfind(',');
-      if (line.size() < 5 || line.front() != '(' || line.back() != ')' || comma == std::string::npos) {
+      if (line.size() < 5 || line.front() != '(' || line.back() != ')' ||
+          comma == std::string::npos) {
         ADD_FAILURE() << "unexpected line '" << line << "' in " << e.path();
         continue;
       }
@@ -108,10 +109,11 @@ TEST(ClusterTest, ExecuteWithTargetRemoteSubmitsFromTheJobsOwnExecutable) {
   cluster.startJobManager();
   cluster.startTaskManager(2);
   const fs::path out = dir.path() / "out";
-  CliResult r = cluster.runProcess(
-      {SLUICE_WORDCOUNT_BIN, "-D", "execution.target=remote", "-D",
-       "jobmanager.rpc.address=127.0.0.1", "-D", "jobmanager.rpc.port=" + std::to_string(cluster.port()),
-       "-p", "2", "--input", SLUICE_WORDCOUNT_TEXT, "--output", out.string()});
+  CliResult r =
+      cluster.runProcess({SLUICE_WORDCOUNT_BIN, "-D", "execution.target=remote", "-D",
+                          "jobmanager.rpc.address=127.0.0.1", "-D",
+                          "jobmanager.rpc.port=" + std::to_string(cluster.port()), "-p", "2",
+                          "--input", SLUICE_WORDCOUNT_TEXT, "--output", out.string()});
   ASSERT_EQ(r.exitCode, 0) << r.output;
   EXPECT_NE(r.output.find("Job has been submitted with JobID"), std::string::npos) << r.output;
   int64_t lines = 0;
@@ -165,9 +167,9 @@ TEST_P(TaskManagerKillTest, ExactlyOnceOutputAfterATaskManagerIsKilled) {
   const KillCase c = GetParam();
   std::mt19937 rng(c.seed);
   TempDir dir("cluster-kill");
-  LocalCluster cluster(dir.path(), {"cluster.evenly-spread-out-slots=true",
-                                    "heartbeat.interval=100ms", "heartbeat.timeout=3s",
-                                    "slot.request.timeout=60s"});
+  LocalCluster cluster(dir.path(),
+                       {"cluster.evenly-spread-out-slots=true", "heartbeat.interval=100ms",
+                        "heartbeat.timeout=3s", "slot.request.timeout=60s"});
   cluster.startJobManager();
   cluster.startTaskManager(2);
   cluster.startTaskManager(2);
@@ -246,9 +248,10 @@ TEST(ClusterSavepointTest, StopAtParallelism2ResumeAt3KeepsStateTimersAndWindows
   constexpr int64_t kRecords = 12000;
   const fs::path out = dir.path() / "out";
   const fs::path savepoints = dir.path() / "savepoints";
-  const std::vector<std::string> jobArgs = {"--output", out.string(), "--checkpoints",
-                                            (dir.path() / "checkpoints").string(), "--records",
-                                            std::to_string(kRecords), "--rate", "3000"};
+  const std::vector<std::string> jobArgs = {"--output",      out.string(),
+                                            "--checkpoints", (dir.path() / "checkpoints").string(),
+                                            "--records",     std::to_string(kRecords),
+                                            "--rate",        "3000"};
   const std::string job = cluster.submitDetached(
       SLUICE_RESCALE_JOB_LIB, {"-p", "2", "-D", "execution.checkpointing.interval=200ms"}, jobArgs);
   ASSERT_FALSE(job.empty());
@@ -267,7 +270,11 @@ TEST(ClusterSavepointTest, StopAtParallelism2ResumeAt3KeepsStateTimersAndWindows
   ASSERT_LT(before, expectedRescaleLines(kRecords).size()) << "the savepoint came after the end";
 
   cluster.startTaskManager(1);
-  std::vector<std::string> resume = {"-p", "3", "-s", savepoint, "-D",
+  std::vector<std::string> resume = {"-p",
+                                     "3",
+                                     "-s",
+                                     savepoint,
+                                     "-D",
                                      "execution.checkpointing.interval=200ms",
                                      SLUICE_RESCALE_JOB_LIB};
   resume.insert(resume.end(), jobArgs.begin(), jobArgs.end());
@@ -305,14 +312,13 @@ int64_t residentKiB(pid_t pid) {
 
 TEST(ClusterBackpressureTest, ASlowConsumerBoundsTheProducersMemoryAndCancelEndsIt) {
   TempDir dir("cluster-backpressure");
-  LocalCluster cluster(dir.path(), {"cluster.evenly-spread-out-slots=true",
-                                    "taskmanager.memory.segment-size=1kb"});
+  LocalCluster cluster(
+      dir.path(), {"cluster.evenly-spread-out-slots=true", "taskmanager.memory.segment-size=1kb"});
   cluster.startJobManager();
   cluster.startTaskManager(1);
   cluster.startTaskManager(1);
   const std::string job = cluster.submitDetached(
-      SLUICE_RESCALE_JOB_LIB,
-      {"-p", "2", "-D", "execution.checkpointing.interval=500ms"},
+      SLUICE_RESCALE_JOB_LIB, {"-p", "2", "-D", "execution.checkpointing.interval=500ms"},
       {"--mode", "backpressure", "--output", (dir.path() / "out").string(), "--checkpoints",
        (dir.path() / "checkpoints").string()});
   ASSERT_FALSE(job.empty());
@@ -420,9 +426,9 @@ TEST(ClusterCliTest, ErrorsNameWhatWasWrongAndExitNonZero) {
       << unreachable.output;
   // More slots than the cluster has: fails after slot.request.timeout,
   // naming what it needed and had.
-  CliResult tooBig = cluster.cli("run", {"-p", "5", SLUICE_WORDCOUNT_LIB, "--input",
-                                         SLUICE_WORDCOUNT_TEXT, "--output",
-                                         (dir.path() / "big").string()});
+  CliResult tooBig =
+      cluster.cli("run", {"-p", "5", SLUICE_WORDCOUNT_LIB, "--input", SLUICE_WORDCOUNT_TEXT,
+                          "--output", (dir.path() / "big").string()});
   EXPECT_EQ(tooBig.exitCode, 1);
   EXPECT_NE(tooBig.output.find("it needs 5 slots, the cluster has 2 free of 2"), std::string::npos)
       << tooBig.output;
@@ -443,9 +449,9 @@ TEST(ClusterCliTest, ErrorsNameWhatWasWrongAndExitNonZero) {
   EXPECT_NE(badKey.output.find("did you mean 'parallelism.default'"), std::string::npos)
       << badKey.output;
   // The cluster still serves.
-  CliResult ok = cluster.cli("run", {"-p", "2", SLUICE_WORDCOUNT_LIB, "--input",
-                                     SLUICE_WORDCOUNT_TEXT, "--output",
-                                     (dir.path() / "ok").string()});
+  CliResult ok =
+      cluster.cli("run", {"-p", "2", SLUICE_WORDCOUNT_LIB, "--input", SLUICE_WORDCOUNT_TEXT,
+                          "--output", (dir.path() / "ok").string()});
   EXPECT_EQ(ok.exitCode, 0) << ok.output;
 }
 
@@ -493,17 +499,18 @@ TEST(ClusterRobustnessTest, GarbageOnEveryPortClosesThatConnectionAndTheClusterK
     for (int round = 0; round < 20; ++round) {
       std::string bytes(1 + rng() % 4096, '\0');
       for (auto& b : bytes) b = static_cast<char>(rng());
-      if (round == 0) bytes = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes;  // a broken HTTP/2 preface
-      if (round == 1) bytes = std::string("\xff\xff\xff\xff", 4);       // a huge length
+      if (round == 0)
+        bytes = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes;        // a broken HTTP/2 preface
+      if (round == 1) bytes = std::string("\xff\xff\xff\xff", 4);  // a huge length
       sendGarbage(port, bytes);
     }
   }
   EXPECT_TRUE(cluster.jobManager().running());
   EXPECT_TRUE(cluster.taskManager(0).running());
   EXPECT_TRUE(cluster.taskManager(1).running());
-  CliResult ok = cluster.cli("run", {"-p", "2", SLUICE_WORDCOUNT_LIB, "--input",
-                                     SLUICE_WORDCOUNT_TEXT, "--output",
-                                     (dir.path() / "out").string()});
+  CliResult ok =
+      cluster.cli("run", {"-p", "2", SLUICE_WORDCOUNT_LIB, "--input", SLUICE_WORDCOUNT_TEXT,
+                          "--output", (dir.path() / "out").string()});
   EXPECT_EQ(ok.exitCode, 0) << ok.output;
   int64_t lines = 0;
   EXPECT_EQ(finalCounts(dir.path() / "out", &lines), referenceCounts(SLUICE_WORDCOUNT_TEXT));

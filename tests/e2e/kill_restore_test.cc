@@ -214,7 +214,6 @@ std::optional<fs::path> retainedBy(const fs::path& checkpoints,
   return std::nullopt;
 }
 
-
 // Hidden (in-progress or pending) files left under the output directory.
 std::vector<std::string> hiddenFiles(const fs::path& out) {
   std::vector<std::string> hidden;

@@ -129,21 +129,24 @@ class LocalCluster {
     jobManager_->start(argv, dir_ / "jobmanager.out", dir_);
     std::smatch m;
     const std::regex listening("JobManager listening on [^ ]*:([0-9]+)");
-    waitFor([&] {
-      std::string out = jobManager_->output();
-      if (!std::regex_search(out, m, listening)) return false;
-      port_ = std::stoi(m[1]);
-      return true;
-    }, "the JobManager to listen", *jobManager_);
+    waitFor(
+        [&] {
+          std::string out = jobManager_->output();
+          if (!std::regex_search(out, m, listening)) return false;
+          port_ = std::stoi(m[1]);
+          return true;
+        },
+        "the JobManager to listen", *jobManager_);
   }
 
   // Returns the TaskManager's index.
   int startTaskManager(int slots) {
     auto tm = std::make_unique<ChildProcess>();
     const int index = static_cast<int>(taskManagers_.size());
-    std::vector<std::string> argv = {binary(), "taskmanager", "-D",
-                                     "jobmanager.rpc.port=" + std::to_string(port_), "-D",
-                                     "taskmanager.numberOfTaskSlots=" + std::to_string(slots)};
+    std::vector<std::string> argv = {
+        binary(), "taskmanager",
+        "-D",     "jobmanager.rpc.port=" + std::to_string(port_),
+        "-D",     "taskmanager.numberOfTaskSlots=" + std::to_string(slots)};
     addConfig(argv, "tm" + std::to_string(index));
     tm->start(argv, dir_ / ("taskmanager-" + std::to_string(index) + ".out"), dir_);
     ChildProcess& ref = *tm;
@@ -213,7 +216,8 @@ class LocalCluster {
       if (line.find(" : " + jobId + " : ") != std::string::npos) {
         auto open = line.rfind('(');
         auto close = line.rfind(')');
-        if (open != std::string::npos && close > open) state = line.substr(open + 1, close - open - 1);
+        if (open != std::string::npos && close > open)
+          state = line.substr(open + 1, close - open - 1);
         mine = true;
       } else if (mine && cause != nullptr && line.rfind("    cause: ", 0) == 0) {
         *cause = line.substr(11);
@@ -245,12 +249,11 @@ class LocalCluster {
 
  private:
   void addConfig(std::vector<std::string>& argv, const std::string& name) {
-    argv.insert(argv.end(), {"-D", "env.log.dir=" + (dir_ / ("log-" + name)).string(), "-D",
-                             "blob.storage.directory=" + (dir_ / ("blobs-" + name)).string(),
-                             "-D", "jobmanager.bind-host=127.0.0.1", "-D",
-                             "jobmanager.rpc.address=127.0.0.1", "-D",
-                             "taskmanager.bind-host=127.0.0.1", "-D",
-                             "taskmanager.host=127.0.0.1"});
+    argv.insert(argv.end(),
+                {"-D", "env.log.dir=" + (dir_ / ("log-" + name)).string(), "-D",
+                 "blob.storage.directory=" + (dir_ / ("blobs-" + name)).string(), "-D",
+                 "jobmanager.bind-host=127.0.0.1", "-D", "jobmanager.rpc.address=127.0.0.1", "-D",
+                 "taskmanager.bind-host=127.0.0.1", "-D", "taskmanager.host=127.0.0.1"});
     for (const auto& c : config_) argv.insert(argv.end(), {"-D", c});
   }
 

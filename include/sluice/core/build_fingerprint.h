@@ -33,6 +33,6 @@
 #define SLUICE_FP_ABI "old-abi"
 #endif
 
-#define SLUICE_BUILD_FINGERPRINT                                                              \
-  "sluice " SLUICE_VERSION_STRING "; " __VERSION__ "; C++ " SLUICE_FP_STR(__cplusplus) "; " \
-      SLUICE_FP_NDEBUG "; " SLUICE_FP_ASAN "; " SLUICE_FP_ABI
+#define SLUICE_BUILD_FINGERPRINT                   \
+  "sluice " SLUICE_VERSION_STRING "; " __VERSION__ \
+  "; C++ " SLUICE_FP_STR(__cplusplus) "; " SLUICE_FP_NDEBUG "; " SLUICE_FP_ASAN "; " SLUICE_FP_ABI

@@ -280,8 +280,7 @@ inline constexpr ConfigOption<std::string> kTaskManagerBindHost{
     "Address the TaskManager's RPC and data endpoints listen on (loopback by default)."};
 
 inline constexpr ConfigOption<int32_t> kTaskManagerRpcPort{
-    "taskmanager.rpc.port", 0,
-    "Port of the TaskManager's RPC endpoint; 0 picks a free port."};
+    "taskmanager.rpc.port", 0, "Port of the TaskManager's RPC endpoint; 0 picks a free port."};
 
 inline constexpr ConfigOption<int32_t> kTaskManagerDataPort{
     "taskmanager.data.port", 0,

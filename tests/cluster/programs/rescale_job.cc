@@ -49,7 +49,8 @@ class CountAndTimers final : public sluice::KeyedProcessFunction<int64_t, Event,
       ctx.timerService().registerEventTimeTimer(e.second + 500);
     }
   }
-  void onTimer(int64_t timestamp, OnTimerContext& ctx, sluice::Collector<std::string>& out) override {
+  void onTimer(int64_t timestamp, OnTimerContext& ctx,
+               sluice::Collector<std::string>& out) override {
     out.collect("t," + std::to_string(ctx.getCurrentKey()) + "," + std::to_string(timestamp));
   }
 
@@ -57,9 +58,9 @@ class CountAndTimers final : public sluice::KeyedProcessFunction<int64_t, Event,
   sluice::ValueState<int64_t>* count_ = nullptr;
 };
 
-class WindowLine final : public sluice::ProcessWindowFunction<std::pair<int64_t, int64_t>,
-                                                              std::string, int64_t,
-                                                              sluice::TimeWindow> {
+class WindowLine final
+    : public sluice::ProcessWindowFunction<std::pair<int64_t, int64_t>, std::string, int64_t,
+                                           sluice::TimeWindow> {
  public:
   void process(const int64_t& key, Context& ctx,
                const std::vector<std::pair<int64_t, int64_t>>& counts,
@@ -118,27 +119,33 @@ int main(int argc, char** argv) {
       return 0;
     }
 
-    auto strategy = sluice::WatermarkStrategy<Event>::forMonotonousTimestamps()
-                        .withTimestampAssigner([](const Event& e) { return e.second; });
-    auto events = env.fromGenerator([](int64_t i) { return Event{i % kKeys, i * 10}; }, records,
-                                    rate)
+    auto strategy =
+        sluice::WatermarkStrategy<Event>::forMonotonousTimestamps().withTimestampAssigner(
+            [](const Event& e) { return e.second; });
+    auto events = env.fromGenerator(
+                         [](int64_t i) {
+                           return Event{i % kKeys, i * 10};
+                         },
+                         records, rate)
                       .uid("source")
                       .assignTimestampsAndWatermarks(strategy)
                       .uid("timestamps");
     auto counts = events.keyBy([](const Event& e) { return e.first; })
                       .process(CountAndTimers())
                       .uid("count-and-timers");
-    auto windows = events.map([](const Event& e) { return std::pair<int64_t, int64_t>{e.first, 1}; })
-                       .uid("ones")
-                       .keyBy([](const std::pair<int64_t, int64_t>& p) { return p.first; })
-                       .window(sluice::TumblingEventTimeWindows::of(std::chrono::seconds(1)))
-                       .reduce(
-                           [](const std::pair<int64_t, int64_t>& a,
-                              const std::pair<int64_t, int64_t>& b) {
-                             return std::pair<int64_t, int64_t>{a.first, a.second + b.second};
-                           },
-                           WindowLine())
-                       .uid("windows");
+    auto windows =
+        events.map([](const Event& e) {
+                return std::pair<int64_t, int64_t>{e.first, 1};
+              })
+            .uid("ones")
+            .keyBy([](const std::pair<int64_t, int64_t>& p) { return p.first; })
+            .window(sluice::TumblingEventTimeWindows::of(std::chrono::seconds(1)))
+            .reduce(
+                [](const std::pair<int64_t, int64_t>& a, const std::pair<int64_t, int64_t>& b) {
+                  return std::pair<int64_t, int64_t>{a.first, a.second + b.second};
+                },
+                WindowLine())
+            .uid("windows");
     counts.unionWith(windows)
         .sinkTo(sluice::FileSink<std::string>::forRowFormat(
                     output, sluice::SimpleStringEncoder<std::string>())

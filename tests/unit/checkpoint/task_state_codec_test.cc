@@ -2,12 +2,12 @@
 // bytes. Round trips of every keyed-state kind, and damaged bytes (every
 // truncation, random bit flips) give an error, never a crash or a huge
 // allocation.
+#include "checkpoint/task_state_codec.h"
+
 #include <random>
 #include <string>
 
 #include <gtest/gtest.h>
-
-#include "checkpoint/task_state_codec.h"
 
 namespace task_state_codec_test {
 namespace {
