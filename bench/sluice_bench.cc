@@ -44,6 +44,7 @@
 
 #include <sluice/sluice.h>
 
+#include "cluster_bench.h"
 #include "nexmark/queries.h"
 
 namespace {
@@ -1334,7 +1335,13 @@ int main(int argc, char** argv) {
       "!--no-verify", verify,
       "wordcount: skip the untimed run that compares every word's final count with the "
       "baseline (timed runs are still checked by record count and checksum); for profiling");
+  bool cluster = false;
+  app.add_flag("--cluster", cluster,
+               "keyed-sum and wordcount on a JobManager plus 2 TaskManagers against embedded "
+               "parallelism 2, processes started here; honours --workload, --records, --repeat "
+               "(median); see bench/README.md");
   CLI11_PARSE(app, argc, argv);
+  if (cluster) return sluice::bench::runClusterBench({workloads, records, repeat});
 
   if (workloads.empty()) workloads = all;
   auto wanted = [&](const std::string& w) {
