@@ -559,18 +559,8 @@ JobManager::Impl::Impl(Configuration config)
   service_ = std::make_unique<Service>(*this);
   const std::string address =
       hostPort(config_.get(options::kJobManagerBindHost), config_.get(options::kJobManagerRpcPort));
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port_);
-  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  builder.SetMaxSendMessageSize(kMaxMessageBytes);
-  builder.RegisterService(service_.get());
-  server_ = builder.BuildAndStart();
-  if (!server_ || port_ == 0) {
-    throw SluiceException(fmt::format(
-        "the JobManager cannot listen on {} (jobmanager.bind-host, jobmanager.rpc.port): the "
-        "address is in use or not local",
-        address));
-  }
+  server_ = startServer(address, *service_, &port_, "JobManager",
+                        "jobmanager.bind-host, jobmanager.rpc.port");
   log::info("JobManager listening on {} (blob store {})",
             hostPort(config_.get(options::kJobManagerBindHost), port_), blobs_.directory());
   heartbeatMonitor_ = std::thread([this] { monitorHeartbeats(); });

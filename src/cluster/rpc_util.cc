@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <sluice/core/status.h>
+
 namespace sluice::cluster {
 
 std::shared_ptr<grpc::Channel> makeChannel(const std::string& address) {
@@ -14,6 +16,23 @@ std::shared_ptr<grpc::Channel> makeChannel(const std::string& address) {
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+std::unique_ptr<grpc::Server> startServer(const std::string& address, grpc::Service& service,
+                                          int* port, const std::string& role,
+                                          const std::string& keys) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), port);
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || *port == 0) {
+    throw SluiceException(
+        fmt::format("the {} cannot listen on {} ({}): the address is in use or not local", role,
+                    address, keys));
+  }
+  return server;
 }
 
 void setDeadline(grpc::ClientContext& context, int64_t ms) {

@@ -17,6 +17,12 @@ namespace sluice::cluster {
 inline constexpr int kMaxMessageBytes = 512 * 1024 * 1024;
 
 std::shared_ptr<grpc::Channel> makeChannel(const std::string& address);
+// Serves `service` on `address` (host:port; port 0 picks a free one, stored
+// in *port). Throws SluiceException naming the address and `keys` (the
+// options that set it) when it cannot listen.
+std::unique_ptr<grpc::Server> startServer(const std::string& address, grpc::Service& service,
+                                          int* port, const std::string& role,
+                                          const std::string& keys);
 // A deadline `ms` from now.
 void setDeadline(grpc::ClientContext& context, int64_t ms);
 

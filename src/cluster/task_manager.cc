@@ -392,18 +392,8 @@ TaskManager::Impl::Impl(Configuration config)
         if (auto run = findAttempt(job, attempt)) run->fail(error);
       });
   const std::string address = hostPort(bind, config_.get(options::kTaskManagerRpcPort));
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &rpcPort_);
-  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
-  builder.SetMaxSendMessageSize(kMaxMessageBytes);
-  builder.RegisterService(this);
-  server_ = builder.BuildAndStart();
-  if (!server_ || rpcPort_ == 0) {
-    throw SluiceException(fmt::format(
-        "the TaskManager cannot listen on {} (taskmanager.bind-host, taskmanager.rpc.port): the "
-        "address is in use or not local",
-        address));
-  }
+  server_ = startServer(address, *this, &rpcPort_, "TaskManager",
+                        "taskmanager.bind-host, taskmanager.rpc.port");
   jmAddress_ = hostPort(config_.get(options::kJobManagerRpcAddress),
                         config_.get(options::kJobManagerRpcPort));
   jm_ = rpc::JobManagerService::NewStub(makeChannel(jmAddress_));

@@ -1,6 +1,10 @@
 #include "runtime/task_group.h"
 
+#include <pthread.h>
+
 #include <algorithm>
+
+#include <fmt/format.h>
 
 namespace sluice::runtime {
 
@@ -119,6 +123,11 @@ void TaskGroup::wire(const StreamGraph& sg, const JobGraph& jg, const MiniCluste
 void TaskGroup::start(std::function<void(Task&, TaskResult&)> ended) {
   for (Task* t : flat_) {
     threads_.emplace_back([t, ended] {
+      // The OS name (top -H, gdb), at most 15 bytes: a task started from an
+      // RPC thread would otherwise carry that thread's name.
+      ::pthread_setname_np(
+          ::pthread_self(),
+          fmt::format("task-{}-{}", t->vertexId(), t->subtask()).substr(0, 15).c_str());
       TaskResult result = t->run();
       ended(*t, result);
     });

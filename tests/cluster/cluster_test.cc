@@ -23,6 +23,7 @@
 #include "harness/crash_job_output.h"
 #include "harness/local_cluster.h"
 #include "harness/temp_dir.h"
+#include "harness/word_counts.h"
 
 namespace cluster_test {
 namespace {
@@ -32,25 +33,9 @@ using sluice::test::CliResult;
 using sluice::test::LocalCluster;
 using sluice::test::TempDir;
 
-// Every word's final count, computed here from the text: lower-cased runs
-// of letters and digits, as the example tokenizes.
+// Every word's final count, computed here from the text.
 std::map<std::string, int64_t> referenceCounts(const std::string& file) {
-  std::map<std::string, int64_t> counts;
-  std::ifstream in(file);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::string word;
-    for (char ch : line + " ") {
-      auto c = static_cast<unsigned char>(ch);
-      if (std::isalnum(c)) {
-        word.push_back(static_cast<char>(std::tolower(c)));
-      } else if (!word.empty()) {
-        ++counts[word];
-        word.clear();
-      }
-    }
-  }
-  return counts;
+  return sluice::test::referenceWordCounts(sluice::test::readWholeFile(file));
 }
 
 // The highest count printed for each word: "(word,n)" lines in every file

@@ -19,22 +19,13 @@
 
 #include <gtest/gtest.h>
 
+#include "harness/word_counts.h"
+
 namespace examples_test {
 namespace {
 
 std::map<std::string, int64_t> referenceCounts(const std::string& text) {
-  std::map<std::string, int64_t> counts;
-  std::string word;
-  for (char ch : text + "\n") {
-    auto c = static_cast<unsigned char>(ch);
-    if (std::isalnum(c)) {
-      word.push_back(static_cast<char>(std::tolower(c)));
-    } else if (!word.empty()) {
-      ++counts[word];
-      word.clear();
-    }
-  }
-  return counts;
+  return sluice::test::referenceWordCounts(text);
 }
 
 // Parses "(word,n)" lines, optionally prefixed "k> ", keeping the last (highest)
