@@ -74,14 +74,16 @@ void run(int channels, double seconds, size_t segment, int attempt) {
 
   double cpu0 = cpuSeconds();
   auto t0 = Clock::now();
-  auto end = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  auto end =
+      t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   uint64_t sent = 0;
   int c = 0;
   while (Clock::now() < end) {
     for (int i = 0; i < 64; ++i) {
       uint8_t* seg = pool.request();
       std::memset(seg, static_cast<int>(sent), 64);  // touch it, as a serializer would
-      sinks[static_cast<size_t>(c)]->push(c, runtime::Buffer{seg, static_cast<uint32_t>(segment), &pool});
+      sinks[static_cast<size_t>(c)]->push(
+          c, runtime::Buffer{seg, static_cast<uint32_t>(segment), &pool});
       sent += segment;
       c = (c + 1) % channels;
     }
@@ -93,8 +95,10 @@ void run(int channels, double seconds, size_t segment, int attempt) {
   double wall = std::chrono::duration<double>(Clock::now() - t0).count();
   double cpu = cpuSeconds() - cpu0;
   double gb = static_cast<double>(received.load()) / 1e9;
-  std::printf("channels=%d segment=%zu payload=%.2f GB in %.2f s: %.2f GB/s, cpu %.2f s (%.2f GB per cpu-second)\n",
-              channels, segment, gb, wall, gb / wall, cpu, gb / cpu);
+  std::printf(
+      "channels=%d segment=%zu payload=%.2f GB in %.2f s: %.2f GB/s, cpu %.2f s (%.2f GB per "
+      "cpu-second)\n",
+      channels, segment, gb, wall, gb / wall, cpu, gb / cpu);
   std::fflush(stdout);
   consumerSide.releaseAttempt("bench", attempt);
   producerSide.releaseAttempt("bench", attempt);

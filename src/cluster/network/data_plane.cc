@@ -41,8 +41,8 @@ using network::FrameType;
 
 namespace {
 
-constexpr int kMaxBatch = 16;            // buffers per gathered write
-constexpr size_t kStagingSize = 4096;    // headers and control frames are read here
+constexpr int kMaxBatch = 16;          // buffers per gathered write
+constexpr size_t kStagingSize = 4096;  // headers and control frames are read here
 constexpr int kSocketBufferBytes = 1 << 21;
 
 using AttemptId = std::pair<std::string, int>;
@@ -158,8 +158,8 @@ struct RecvChannel {
 
 // One consumer gate's remote channels and floating pool.
 struct GateState {
-  GateState(runtime::InputGate* gate, std::string jobId, int attempt, size_t segmentSize, int floating,
-            size_t memoryBytes)
+  GateState(runtime::InputGate* gate, std::string jobId, int attempt, size_t segmentSize,
+            int floating, size_t memoryBytes)
       : gate(gate),
         jobId(std::move(jobId)),
         attempt(attempt),
@@ -186,11 +186,17 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // kConsumer: this side connected and receives buffers; kProducer: accepted.
   enum class Role { kConsumer, kProducer };
 
-  Connection(asio::io_context& io, tcp::socket socket, Role role, std::string peer, uint32_t segmentSize)
-      : socket(std::move(socket)), resolver(io), role(role), peer(std::move(peer)), decoder(segmentSize) {}
+  Connection(asio::io_context& io, tcp::socket socket, Role role, std::string peer,
+             uint32_t segmentSize)
+      : socket(std::move(socket)),
+        resolver(io),
+        role(role),
+        peer(std::move(peer)),
+        decoder(segmentSize) {}
 
   const char* describe() const {
-    return role == Role::kConsumer ? "data connection to producer" : "data connection from consumer";
+    return role == Role::kConsumer ? "data connection to producer"
+                                   : "data connection from consumer";
   }
 
   tcp::socket socket;
@@ -336,13 +342,15 @@ DataPlane::Impl::Impl(DataPlaneOptions options)
       acceptor_(io_),
       acceptRetry_(io_) {
   if (opt_.segmentSize == 0 || opt_.segmentSize > (size_t{1} << 30)) {
-    throw SluiceException(fmt::format("data plane: segment size {} bytes is out of range", opt_.segmentSize));
+    throw SluiceException(
+        fmt::format("data plane: segment size {} bytes is out of range", opt_.segmentSize));
   }
   if (opt_.buffersPerChannel < 1 || opt_.floatingBuffersPerGate < 0) {
-    throw SluiceException(fmt::format(
-        "data plane: buffers per channel must be at least 1 and floating buffers per gate at least 0 "
-        "(got {} and {})",
-        opt_.buffersPerChannel, opt_.floatingBuffersPerGate));
+    throw SluiceException(
+        fmt::format("data plane: buffers per channel must be at least 1 and floating buffers per "
+                    "gate at least 0 "
+                    "(got {} and {})",
+                    opt_.buffersPerChannel, opt_.floatingBuffersPerGate));
   }
   try {
     tcp::resolver resolver(io_);
@@ -431,23 +439,26 @@ std::shared_ptr<Connection> DataPlane::Impl::outgoingConnection(const std::strin
   connections_.insert(c);
   ++openConnections_;
   c->resolver.async_resolve(
-      host, std::to_string(port), [this, c](const asio::error_code& ec, tcp::resolver::results_type results) {
+      host, std::to_string(port),
+      [this, c](const asio::error_code& ec, tcp::resolver::results_type results) {
         if (c->closed) return;
         if (ec) {
           closeConnection(c, fmt::format("cannot resolve {}: {}", c->peer, ec.message()), true);
           return;
         }
-        asio::async_connect(c->socket, results, [this, c](const asio::error_code& e, const tcp::endpoint&) {
-          if (c->closed) return;
-          if (e) {
-            closeConnection(c, fmt::format("cannot connect to {}: {}", c->peer, e.message()), true);
-            return;
-          }
-          configureSocket(c->socket);
-          c->connected = true;
-          startRead(c);
-          kickWrite(c);
-        });
+        asio::async_connect(
+            c->socket, results, [this, c](const asio::error_code& e, const tcp::endpoint&) {
+              if (c->closed) return;
+              if (e) {
+                closeConnection(c, fmt::format("cannot connect to {}: {}", c->peer, e.message()),
+                                true);
+                return;
+              }
+              configureSocket(c->socket);
+              c->connected = true;
+              startRead(c);
+              kickWrite(c);
+            });
       });
   return c;
 }
@@ -471,8 +482,9 @@ void DataPlane::Impl::consumeRemote(std::vector<RemoteInput> inputs, runtime::In
   const int attempt = inputs.front().key.attempt;
   for (const auto& in : inputs) {
     if (in.key.jobId != jobId || in.key.attempt != attempt) {
-      throw SluiceException(fmt::format("data plane: one gate's remote inputs span two attempts ({} and {})",
-                                        inputs.front().key.toString(), in.key.toString()));
+      throw SluiceException(
+          fmt::format("data plane: one gate's remote inputs span two attempts ({} and {})",
+                      inputs.front().key.toString(), in.key.toString()));
     }
   }
   const size_t segments = inputs.size() * static_cast<size_t>(opt_.buffersPerChannel) +
@@ -482,23 +494,27 @@ void DataPlane::Impl::consumeRemote(std::vector<RemoteInput> inputs, runtime::In
     std::lock_guard lock(mu_);
     if (receiveMemory_ + bytes > opt_.maxNetworkMemory) {
       throw SluiceException(fmt::format(
-          "data plane: the receive buffers of {} remote input channels need {} bytes ({} x {} exclusive + {} "
-          "floating segments of {} bytes), but {} of the network memory of {} bytes are in use; raise "
-          "taskmanager.memory.network.max or lower the buffers per channel / floating buffers per gate",
+          "data plane: the receive buffers of {} remote input channels need {} bytes ({} x {} "
+          "exclusive + {} "
+          "floating segments of {} bytes), but {} of the network memory of {} bytes are in use; "
+          "raise "
+          "taskmanager.memory.network.max or lower the buffers per channel / floating buffers per "
+          "gate",
           inputs.size(), bytes, inputs.size(), opt_.buffersPerChannel, opt_.floatingBuffersPerGate,
           opt_.segmentSize, receiveMemory_, opt_.maxNetworkMemory));
     }
     receiveMemory_ += bytes;
   }
-  auto g = std::make_unique<GateState>(&gate, jobId, attempt, opt_.segmentSize, opt_.floatingBuffersPerGate,
-                                       bytes);
+  auto g = std::make_unique<GateState>(&gate, jobId, attempt, opt_.segmentSize,
+                                       opt_.floatingBuffersPerGate, bytes);
   GateState* gp = g.get();
   gp->floating.setRecycleListener([this, gp] {
     if (gp->recycled.fetch_add(1) == 0) asio::post(io_, [this, gp] { onFloatingRecycled(gp); });
   });
   for (auto& in : inputs) {
-    auto ch = std::make_unique<RecvChannel>(gp, std::move(in.key), in.gateChannel, std::move(in.host), in.port,
-                                            opt_.segmentSize, opt_.buffersPerChannel);
+    auto ch =
+        std::make_unique<RecvChannel>(gp, std::move(in.key), in.gateChannel, std::move(in.host),
+                                      in.port, opt_.segmentSize, opt_.buffersPerChannel);
     RecvChannel* cp = ch.get();
     cp->exclusive.setRecycleListener([this, cp] {
       if (cp->recycled.fetch_add(1) == 0) asio::post(io_, [this, cp] { onExclusiveRecycled(cp); });
@@ -544,9 +560,10 @@ void DataPlane::Impl::setUpGate(GateState* g) {
     ch->live = true;
     ch->announced = opt_.buffersPerChannel;
     c->consumers[ch->id] = ch.get();
-    network::appendPartitionRequest(c->controlOut, ch->id, static_cast<uint32_t>(opt_.buffersPerChannel),
-                                    ch->key);
-    log::debug("data plane: requesting {} from {} as channel {}", ch->key.toString(), c->peer, ch->id);
+    network::appendPartitionRequest(c->controlOut, ch->id,
+                                    static_cast<uint32_t>(opt_.buffersPerChannel), ch->key);
+    log::debug("data plane: requesting {} from {} as channel {}", ch->key.toString(), c->peer,
+               ch->id);
     kickWrite(c);
   }
 }
@@ -632,8 +649,9 @@ void DataPlane::Impl::startRead(const std::shared_ptr<Connection>& c) {
                               if (c->closed) return;
                               if (ec) {
                                 bool boundary = c->decoder.atFrameBoundary();
-                                std::string why =
-                                    ec == asio::error::eof ? "the peer closed the connection" : ec.message();
+                                std::string why = ec == asio::error::eof
+                                                      ? "the peer closed the connection"
+                                                      : ec.message();
                                 if (!boundary) why += " in the middle of a frame";
                                 closeConnection(c, why, !boundary);
                                 return;
@@ -771,7 +789,8 @@ void DataPlane::Impl::handleControl(const std::shared_ptr<Connection>& c, const 
   }
 }
 
-void DataPlane::Impl::handleFromConsumer(const std::shared_ptr<Connection>& c, const network::Frame& f) {
+void DataPlane::Impl::handleFromConsumer(const std::shared_ptr<Connection>& c,
+                                         const network::Frame& f) {
   const uint32_t id = f.header.channel;
   switch (f.header.type) {
     case FrameType::kPartitionRequest: {
@@ -794,10 +813,11 @@ void DataPlane::Impl::handleFromConsumer(const std::shared_ptr<Connection>& c, c
       if (released) {
         network::appendPartitionReleased(c->controlOut, id);
       } else if (pc->everBound) {
-        network::appendError(c->controlOut, id,
-                             fmt::format("{} was already requested (a second consumer, or a retry after "
-                                         "its connection failed)",
-                                         f.key.toString()));
+        network::appendError(
+            c->controlOut, id,
+            fmt::format("{} was already requested (a second consumer, or a retry after "
+                        "its connection failed)",
+                        f.key.toString()));
       } else {
         pc->everBound = true;
         pc->conn = c;
@@ -813,14 +833,17 @@ void DataPlane::Impl::handleFromConsumer(const std::shared_ptr<Connection>& c, c
     case FrameType::kCredit: {
       auto it = c->producers.find(id);
       if (it == c->producers.end()) {
-        if (id >= c->nextExpectedId) protocolError(c, fmt::format("a Credit frame for unknown channel id {}", id));
+        if (id >= c->nextExpectedId)
+          protocolError(c, fmt::format("a Credit frame for unknown channel id {}", id));
         return;  // a channel released here while the credit was on its way
       }
       ProducerChannel* pc = it->second;
       pc->credit += f.header.aux;
       if (pc->credit > static_cast<int64_t>(network::kMaxCredit)) {
-        protocolError(c, fmt::format("channel {} was granted {} credits, more than any receiver holds buffers",
-                                     id, pc->credit));
+        protocolError(
+            c,
+            fmt::format("channel {} was granted {} credits, more than any receiver holds buffers",
+                        id, pc->credit));
         return;
       }
       makeReady(pc);
@@ -829,7 +852,8 @@ void DataPlane::Impl::handleFromConsumer(const std::shared_ptr<Connection>& c, c
     case FrameType::kCancelPartition: {
       auto it = c->producers.find(id);
       if (it == c->producers.end()) {
-        if (id >= c->nextExpectedId) protocolError(c, fmt::format("a CancelPartition for unknown channel id {}", id));
+        if (id >= c->nextExpectedId)
+          protocolError(c, fmt::format("a CancelPartition for unknown channel id {}", id));
         return;
       }
       log::debug("data plane: {} cancelled {}", c->peer, it->second->key.toString());
@@ -840,18 +864,21 @@ void DataPlane::Impl::handleFromConsumer(const std::shared_ptr<Connection>& c, c
       closeConnection(c, fmt::format("the peer reported: {}", printable(f.message)), true);
       return;
     default:
-      protocolError(c, fmt::format("an unexpected {} frame from a consumer", network::frameTypeName(f.header.type)));
+      protocolError(c, fmt::format("an unexpected {} frame from a consumer",
+                                   network::frameTypeName(f.header.type)));
       return;
   }
 }
 
-void DataPlane::Impl::handleFromProducer(const std::shared_ptr<Connection>& c, const network::Frame& f) {
+void DataPlane::Impl::handleFromProducer(const std::shared_ptr<Connection>& c,
+                                         const network::Frame& f) {
   const uint32_t id = f.header.channel;
   switch (f.header.type) {
     case FrameType::kPartitionReleased: {
       auto it = c->consumers.find(id);
       if (it == c->consumers.end()) {
-        if (id >= c->nextId) protocolError(c, fmt::format("a PartitionReleased for unknown channel id {}", id));
+        if (id >= c->nextId)
+          protocolError(c, fmt::format("a PartitionReleased for unknown channel id {}", id));
         return;
       }
       log::debug("data plane: {} released {}", c->peer, it->second->key.toString());
@@ -865,19 +892,21 @@ void DataPlane::Impl::handleFromProducer(const std::shared_ptr<Connection>& c, c
       }
       auto it = c->consumers.find(id);
       if (it == c->consumers.end()) {
-        if (id >= c->nextId) protocolError(c, fmt::format("an Error frame for unknown channel id {}", id));
+        if (id >= c->nextId)
+          protocolError(c, fmt::format("an Error frame for unknown channel id {}", id));
         return;
       }
       RecvChannel* ch = it->second;
-      std::string msg = fmt::format("producer TaskManager {} refused {}: {}", c->peer, ch->key.toString(),
-                                    printable(f.message));
+      std::string msg = fmt::format("producer TaskManager {} refused {}: {}", c->peer,
+                                    ch->key.toString(), printable(f.message));
       log::error("data plane: {}", msg);
       unregisterConsumer(ch);
       reportFailure({ch->key.jobId, ch->key.attempt}, msg);
       return;
     }
     default:
-      protocolError(c, fmt::format("an unexpected {} frame from a producer", network::frameTypeName(f.header.type)));
+      protocolError(c, fmt::format("an unexpected {} frame from a producer",
+                                   network::frameTypeName(f.header.type)));
       return;
   }
 }
@@ -923,9 +952,9 @@ void DataPlane::Impl::kickWrite(const std::shared_ptr<Connection>& c) {
       continue;
     }
     --pc->credit;
-    network::encodeHeader(
-        FrameHeader{FrameType::kBuffer, b.size, pc->id, static_cast<uint32_t>(std::min<size_t>(backlog, UINT32_MAX))},
-        c->headers[n].data());
+    network::encodeHeader(FrameHeader{FrameType::kBuffer, b.size, pc->id,
+                                      static_cast<uint32_t>(std::min<size_t>(backlog, UINT32_MAX))},
+                          c->headers[n].data());
     c->gather.push_back(asio::buffer(c->headers[n]));
     c->gather.push_back(asio::buffer(b.data, b.size));
     c->inflight.push_back(b);
@@ -964,8 +993,8 @@ void DataPlane::Impl::protocolError(const std::shared_ptr<Connection>& c, const 
   closeConnection(c, fmt::format("protocol error: {}", what), true);
 }
 
-void DataPlane::Impl::closeConnection(const std::shared_ptr<Connection>& c, const std::string& reason,
-                                      bool error) {
+void DataPlane::Impl::closeConnection(const std::shared_ptr<Connection>& c,
+                                      const std::string& reason, bool error) {
   if (c->closed) return;
   c->closed = true;
   --openConnections_;
@@ -1059,7 +1088,8 @@ void DataPlane::Impl::doRelease(const AttemptId& a, std::function<void()> done) 
     if (pc->conn && !pc->conn->closed) {
       std::shared_ptr<Connection> c = pc->conn;
       network::appendPartitionReleased(c->controlOut, pc->id);
-      bool owns = std::find(c->inflightOwners.begin(), c->inflightOwners.end(), pc) != c->inflightOwners.end();
+      bool owns = std::find(c->inflightOwners.begin(), c->inflightOwners.end(), pc) !=
+                  c->inflightOwners.end();
       if (owns && waiting.insert(c.get()).second) {
         ++*pending;
         c->onWriteDone.push_back(finishOne);
@@ -1097,15 +1127,22 @@ void DataPlane::Impl::doRelease(const AttemptId& a, std::function<void()> done) 
 // ---------------------------------------------------------------------------
 // DataPlane
 
-DataPlane::DataPlane(DataPlaneOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+DataPlane::DataPlane(DataPlaneOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
 DataPlane::~DataPlane() = default;
 int DataPlane::port() const { return impl_->port(); }
-runtime::BufferSink* DataPlane::producerChannel(const ChannelKey& key) { return impl_->producerChannel(key); }
+runtime::BufferSink* DataPlane::producerChannel(const ChannelKey& key) {
+  return impl_->producerChannel(key);
+}
 void DataPlane::consumeRemote(std::vector<RemoteInput> inputs, runtime::InputGate& gate) {
   impl_->consumeRemote(std::move(inputs), gate);
 }
-void DataPlane::releaseAttempt(const std::string& jobId, int attempt) { impl_->releaseAttempt(jobId, attempt); }
-void DataPlane::setFailureListener(FailureListener listener) { impl_->setFailureListener(std::move(listener)); }
+void DataPlane::releaseAttempt(const std::string& jobId, int attempt) {
+  impl_->releaseAttempt(jobId, attempt);
+}
+void DataPlane::setFailureListener(FailureListener listener) {
+  impl_->setFailureListener(std::move(listener));
+}
 size_t DataPlane::receiveMemoryInUse() const { return impl_->receiveMemoryInUse(); }
 int DataPlane::openConnections() const { return impl_->openConnections(); }
 

@@ -8,8 +8,8 @@
 namespace sluice::cluster {
 
 std::string ChannelKey::toString() const {
-  return fmt::format("job {} attempt {} edge {} subtask {} subpartition {}", jobId, attempt, jobEdge,
-                     producerSubtask, subpartition);
+  return fmt::format("job {} attempt {} edge {} subtask {} subpartition {}", jobId, attempt,
+                     jobEdge, producerSubtask, subpartition);
 }
 
 namespace network {
@@ -104,7 +104,9 @@ void appendError(std::vector<uint8_t>& out, uint32_t channel, const std::string&
   appendHeader(out, {FrameType::kError, static_cast<uint32_t>(n), channel, 0});
   out.insert(out.end(), message.begin(), message.begin() + static_cast<std::ptrdiff_t>(n));
 }
-void appendClose(std::vector<uint8_t>& out) { appendHeader(out, {FrameType::kClose, 0, kNoChannel, 0}); }
+void appendClose(std::vector<uint8_t>& out) {
+  appendHeader(out, {FrameType::kClose, 0, kNoChannel, 0});
+}
 void appendBuffer(std::vector<uint8_t>& out, uint32_t channel, uint32_t backlog,
                   std::span<const uint8_t> payload) {
   appendHeader(out, {FrameType::kBuffer, static_cast<uint32_t>(payload.size()), channel, backlog});
@@ -127,10 +129,12 @@ FrameDecoder::Result FrameDecoder::next(std::span<const uint8_t>& in) {
     // Reject a wrong magic as soon as its bytes are there: a stray client
     // (an HTTP request, a port scan) is named before it sends 16 bytes.
     if (headerFill_ >= 1 && header_[0] != kMagic0) {
-      return fail(fmt::format("bad magic byte 0x{:02x} (not a Sluice data-plane peer)", header_[0]));
+      return fail(
+          fmt::format("bad magic byte 0x{:02x} (not a Sluice data-plane peer)", header_[0]));
     }
     if (headerFill_ >= 2 && header_[1] != kMagic1) {
-      return fail(fmt::format("bad magic byte 0x{:02x} (not a Sluice data-plane peer)", header_[1]));
+      return fail(
+          fmt::format("bad magic byte 0x{:02x} (not a Sluice data-plane peer)", header_[1]));
     }
     if (headerFill_ >= 3 && header_[2] != kProtocolVersion) {
       return fail(fmt::format("unsupported data-plane protocol version {} (this build speaks {})",
@@ -156,14 +160,15 @@ FrameDecoder::Result FrameDecoder::next(std::span<const uint8_t>& in) {
       default: limit = 0; break;
     }
     if (h.length > limit) {
-      return fail(fmt::format("{} frame of {} bytes, over the limit of {} bytes", frameTypeName(h.type),
-                              h.length, limit));
+      return fail(fmt::format("{} frame of {} bytes, over the limit of {} bytes",
+                              frameTypeName(h.type), h.length, limit));
     }
     if (h.type == FrameType::kCredit && (h.aux == 0 || h.aux > kMaxCredit)) {
       return fail(fmt::format("Credit frame with credit {} (must be 1..{})", h.aux, kMaxCredit));
     }
     if (h.type == FrameType::kPartitionRequest && h.aux > kMaxCredit) {
-      return fail(fmt::format("PartitionRequest with initial credit {} (at most {})", h.aux, kMaxCredit));
+      return fail(
+          fmt::format("PartitionRequest with initial credit {} (at most {})", h.aux, kMaxCredit));
     }
     if (h.channel == kNoChannel && h.type != FrameType::kError && h.type != FrameType::kClose) {
       return fail(fmt::format("{} frame without a channel id", frameTypeName(h.type)));
@@ -197,8 +202,9 @@ FrameDecoder::Result FrameDecoder::finishControl() {
                                 kMaxJobIdLength));
       }
       if (n != 2 + idLen + 16) {
-        return fail(fmt::format("PartitionRequest payload of {} bytes, expected {} for a {}-byte job id", n,
-                                2 + idLen + 16, idLen));
+        return fail(
+            fmt::format("PartitionRequest payload of {} bytes, expected {} for a {}-byte job id", n,
+                        2 + idLen + 16, idLen));
       }
       ChannelKey& key = frame_.key;
       key.jobId.assign(reinterpret_cast<const char*>(p + 2), idLen);
@@ -206,8 +212,9 @@ FrameDecoder::Result FrameDecoder::finishControl() {
       int32_t v[4];
       for (int i = 0; i < 4; ++i) v[i] = static_cast<int32_t>(getU32(p + 4 * i));
       if (v[0] < 0 || v[1] < 0 || v[2] < 0 || v[3] < 0) {
-        return fail(fmt::format("PartitionRequest for job {} with a negative field ({}, {}, {}, {})",
-                                printable(key.jobId), v[0], v[1], v[2], v[3]));
+        return fail(
+            fmt::format("PartitionRequest for job {} with a negative field ({}, {}, {}, {})",
+                        printable(key.jobId), v[0], v[1], v[2], v[3]));
       }
       key.attempt = v[0];
       key.jobEdge = v[1];
@@ -215,9 +222,7 @@ FrameDecoder::Result FrameDecoder::finishControl() {
       key.subpartition = v[3];
       break;
     }
-    case FrameType::kError:
-      frame_.message.assign(payload_.begin(), payload_.end());
-      break;
+    case FrameType::kError: frame_.message.assign(payload_.begin(), payload_.end()); break;
     default: break;
   }
   payload_.clear();

@@ -155,7 +155,8 @@ TEST(DataPlaneFaultTest, GarbageOnTheDataPortClosesThatConnectionOnly) {
   // A valid header announcing a huge payload.
   {
     auto s = RawSocket::connectTo(producerSide.port());
-    auto h = net::encodeHeader(net::FrameHeader{net::FrameType::kPartitionRequest, 0x7FFFFFFF, 0, 2});
+    auto h =
+        net::encodeHeader(net::FrameHeader{net::FrameType::kPartitionRequest, 0x7FFFFFFF, 0, 2});
     s.send(std::vector<uint8_t>(h.begin(), h.end()));
     EXPECT_TRUE(s.waitForClose());
   }
@@ -219,7 +220,8 @@ TEST(DataPlaneFaultTest, AProducerSendingWithoutCreditFailsTheAttemptNamingThePe
   ASSERT_TRUE(eventually([&] { return failures.count() == 1; }));
   std::string report = failures.first();
   EXPECT_NE(report.find("job/5"), std::string::npos) << report;
-  EXPECT_NE(report.find("127.0.0.1:" + std::to_string(fake.listener.port())), std::string::npos) << report;
+  EXPECT_NE(report.find("127.0.0.1:" + std::to_string(fake.listener.port())), std::string::npos)
+      << report;
   EXPECT_NE(report.find("without credit"), std::string::npos) << report;
   // The two credited buffers were delivered before the violation.
   int ch = 0;
@@ -254,7 +256,8 @@ TEST(DataPlaneFaultTest, AProducerSendingOnAnUnknownChannelOrGarbageIsCut) {
     fake.socket->send(bytes);
     EXPECT_TRUE(fake.socket->waitForClose());
     ASSERT_TRUE(eventually([&] { return failures.count() == 1; }));
-    EXPECT_NE(failures.first().find(variant == 0 ? "unknown channel id" : "bad magic"), std::string::npos)
+    EXPECT_NE(failures.first().find(variant == 0 ? "unknown channel id" : "bad magic"),
+              std::string::npos)
         << failures.first();
     consumerSide.releaseAttempt("job", 1);
   }

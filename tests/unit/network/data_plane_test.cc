@@ -37,7 +37,8 @@ TEST(DataPlaneTest, EveryByteArrivesInOrderOnEachChannelAndEveryBufferComesBack)
   EXPECT_LE(producer.pool.allocatedSegments(), kPool);
   // The last writes recycle once the socket took them.
   EXPECT_TRUE(eventually([&] { return producer.recycled == producer.pushed; }));
-  EXPECT_EQ(consumerSide.openConnections(), 1) << "one connection for all channels from one producer";
+  EXPECT_EQ(consumerSide.openConnections(), 1)
+      << "one connection for all channels from one producer";
   EXPECT_EQ(producerSide.openConnections(), 1);
   EXPECT_EQ(consumerSide.receiveMemoryInUse(), (kChannels * 2 + 8) * kSegment);
 
@@ -74,9 +75,10 @@ TEST(DataPlaneTest, AConsumerThatStopsRecyclingBoundsWhatIsInFlightThenEverythin
   };
   ASSERT_TRUE(eventually([&] {
     takeAvailable();
-    return held.size() == kExclusive + kFloating && producer.pushed == kPool + kExclusive + kFloating &&
-           producer.inRequest;
-  })) << "held " << held.size() << " pushed " << producer.pushed;
+    return held.size() == kExclusive + kFloating &&
+           producer.pushed == kPool + kExclusive + kFloating && producer.inRequest;
+  })) << "held "
+      << held.size() << " pushed " << producer.pushed;
   // A round trip through both io threads: nothing else was on its way.
   consumerSide.releaseAttempt("unrelated", 1);
   producerSide.releaseAttempt("unrelated", 1);
@@ -249,8 +251,9 @@ TEST(DataPlaneTest, APortInUseIsRefusedNamingHostAndPort) {
     DataPlane second(o);
     FAIL() << "expected a SluiceException";
   } catch (const sluice::SluiceException& e) {
-    EXPECT_NE(std::string(e.what()).find("cannot listen on 127.0.0.1:" + std::to_string(first.port())),
-              std::string::npos)
+    EXPECT_NE(
+        std::string(e.what()).find("cannot listen on 127.0.0.1:" + std::to_string(first.port())),
+        std::string::npos)
         << e.what();
   }
 }

@@ -42,7 +42,8 @@ End decodeAll(const std::vector<uint8_t>& bytes, std::mt19937& rng, std::vector<
     while (!in.empty()) {
       if (inPayload) {
         size_t take = std::min(payloadLeft, in.size());
-        out.back().payload.insert(out.back().payload.end(), in.begin(), in.begin() + static_cast<long>(take));
+        out.back().payload.insert(out.back().payload.end(), in.begin(),
+                                  in.begin() + static_cast<long>(take));
         in = in.subspan(take);
         payloadLeft -= take;
         if (payloadLeft == 0) inPayload = false;
@@ -75,7 +76,9 @@ End decodeAll(const std::vector<uint8_t>& bytes, std::mt19937& rng, std::vector<
   return inPayload || !d.atFrameBoundary() ? End::kNeedMore : End::kClean;
 }
 
-ChannelKey key(int i) { return ChannelKey{"job-" + std::to_string(i), i % 7, i % 5, i % 11, i % 13}; }
+ChannelKey key(int i) {
+  return ChannelKey{"job-" + std::to_string(i), i % 7, i % 5, i % 11, i % 13};
+}
 
 // A random valid stream, and the frames it holds.
 std::vector<uint8_t> randomStream(std::mt19937& rng, int frames, std::vector<Decoded>& expected) {
@@ -92,7 +95,8 @@ std::vector<uint8_t> randomStream(std::mt19937& rng, int frames, std::vector<Dec
       case 1: {
         std::vector<uint8_t> p(rng() % 3 == 0 ? kSegment : rng() % 300);
         for (auto& b : p) b = static_cast<uint8_t>(rng());
-        f.header = {FrameType::kBuffer, static_cast<uint32_t>(p.size()), ch, static_cast<uint32_t>(rng() % 50)};
+        f.header = {FrameType::kBuffer, static_cast<uint32_t>(p.size()), ch,
+                    static_cast<uint32_t>(rng() % 50)};
         f.payload = p;
         appendBuffer(out, ch, f.header.aux, p);
         break;
@@ -229,7 +233,8 @@ TEST(FrameTest, FuzzedStreamsEndInAnErrorOrAWaitNeverACrash) {
       case 1: {  // a valid stream with bit flips
         bytes = randomStream(rng, 8, expected);
         int flips = 1 + static_cast<int>(rng() % 8);
-        for (int i = 0; i < flips; ++i) bytes[rng() % bytes.size()] ^= static_cast<uint8_t>(1u << (rng() % 8));
+        for (int i = 0; i < flips; ++i)
+          bytes[rng() % bytes.size()] ^= static_cast<uint8_t>(1u << (rng() % 8));
         break;
       }
       default:  // a valid stream cut short

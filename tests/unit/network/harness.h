@@ -56,10 +56,12 @@ inline bool eventually(const std::function<bool()>& condition) {
 
 // Buffer `seq` of channel `ch`: its size and every byte follow from the two.
 inline uint32_t sizeFor(int ch, int seq) {
-  return static_cast<uint32_t>(8 + (static_cast<uint32_t>(seq) * 977u + static_cast<uint32_t>(ch) * 131u) %
-                                       (kSegment - 8));
+  return static_cast<uint32_t>(
+      8 + (static_cast<uint32_t>(seq) * 977u + static_cast<uint32_t>(ch) * 131u) % (kSegment - 8));
 }
-inline uint8_t byteAt(int ch, int seq, uint32_t i) { return static_cast<uint8_t>(seq * 31 + ch * 7 + i); }
+inline uint8_t byteAt(int ch, int seq, uint32_t i) {
+  return static_cast<uint8_t>(seq * 31 + ch * 7 + i);
+}
 inline void fill(uint8_t* p, int ch, int seq) {
   uint32_t size = sizeFor(ch, seq);
   std::memcpy(p, &seq, 4);
@@ -73,7 +75,8 @@ inline std::string verify(const Buffer& b, int ch, int seq) {
   int c = 0;
   std::memcpy(&s, b.data, 4);
   std::memcpy(&c, b.data + 4, 4);
-  if (s != seq || c != ch) return "buffer " + std::to_string(s) + " of channel " + std::to_string(c);
+  if (s != seq || c != ch)
+    return "buffer " + std::to_string(s) + " of channel " + std::to_string(c);
   for (uint32_t i = 8; i < b.size; ++i) {
     if (b.data[i] != byteAt(ch, seq, i)) return "byte " + std::to_string(i);
   }
@@ -99,7 +102,8 @@ class Producer {
           inRequest = false;
           if (seg == nullptr) return;  // cancelled
           fill(seg, static_cast<int>(c), seq);
-          sinks_[c]->push(static_cast<int>(c), Buffer{seg, sizeFor(static_cast<int>(c), seq), &pool});
+          sinks_[c]->push(static_cast<int>(c),
+                          Buffer{seg, sizeFor(static_cast<int>(c), seq), &pool});
           ++pushed;
         }
       }
@@ -124,7 +128,8 @@ class Producer {
 // One consumer task's gate, and a check of what arrives on each channel.
 class Consumer {
  public:
-  explicit Consumer(int channels) : gate(channels, waker_), next_(static_cast<size_t>(channels), 0) {}
+  explicit Consumer(int channels)
+      : gate(channels, waker_), next_(static_cast<size_t>(channels), 0) {}
 
   // Takes one buffer, waiting for it up to kPatience.
   bool take(int& channel, Buffer& buffer) {
@@ -161,7 +166,8 @@ class Consumer {
     ASSERT_GE(ch, 0);
     ASSERT_LT(ch, static_cast<int>(next_.size()));
     std::string wrong = verify(b, ch, next_[static_cast<size_t>(ch)]);
-    EXPECT_TRUE(wrong.empty()) << "channel " << ch << " buffer " << next_[static_cast<size_t>(ch)] << ": " << wrong;
+    EXPECT_TRUE(wrong.empty()) << "channel " << ch << " buffer " << next_[static_cast<size_t>(ch)]
+                               << ": " << wrong;
     ++next_[static_cast<size_t>(ch)];
     ++received;
   }
@@ -178,13 +184,15 @@ class Consumer {
   std::vector<int> next_;
 };
 
-inline std::vector<DataPlane::RemoteInput> inputs(const std::string& job, int attempt, int channels, int port) {
+inline std::vector<DataPlane::RemoteInput> inputs(const std::string& job, int attempt, int channels,
+                                                  int port) {
   std::vector<DataPlane::RemoteInput> r;
   for (int c = 0; c < channels; ++c) r.push_back({key(job, attempt, c), "127.0.0.1", port, c});
   return r;
 }
 
-inline std::vector<BufferSink*> sinks(DataPlane& plane, const std::string& job, int attempt, int channels) {
+inline std::vector<BufferSink*> sinks(DataPlane& plane, const std::string& job, int attempt,
+                                      int channels) {
   std::vector<BufferSink*> r;
   for (int c = 0; c < channels; ++c) r.push_back(plane.producerChannel(key(job, attempt, c)));
   return r;
