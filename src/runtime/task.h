@@ -85,8 +85,7 @@ class Task final : public TaskControl, private ChainHost, private CheckpointHand
   void postNoMoreSplits() override;
   void signalInputAvailable() override { waker_.wake(); }
   // Source tasks, and tasks that finished: snapshot (and emit the barrier).
-  void triggerCheckpoint(CheckpointBarrier barrier,
-                         checkpoint::CheckpointOptions options) override;
+  void triggerCheckpoint(CheckpointBarrier barrier, checkpoint::CheckpointOptions options) override;
   // Every operator's notifyCheckpointComplete(id), on the task thread.
   void notifyCheckpointComplete(int64_t id) override;
   // The coordinator aborted checkpoint `id`: an alignment of it ends; after
