@@ -9,6 +9,7 @@ packages=(
   libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev librocksdb-dev libxxhash-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libasio-dev
+  libcpp-httplib-dev nlohmann-json3-dev libssl-dev chromium chromium-driver
   clang-format python3
 )
 

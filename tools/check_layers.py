@@ -39,6 +39,9 @@ LAYERS = {
     # coordinator reaches tasks only through an interface of its own.
     "checkpoint": 3,
     "runtime": 4,
+    # The REST endpoint, web UI and metric reporters serve both the JobManager
+    # and embedded jobs.
+    "rest": 5,
     "cluster": 5,
     # The public API (include/sluice/*.h and src/api) sits above the engine;
     # connectors and SQL are built on it, like user code.

@@ -123,6 +123,11 @@ class JobClient {
   // The job's id (32 hex digits); its checkpoints live in
   // <state.checkpoints.dir>/<job id>/chk-<n>.
   const std::string& getJobId() const;
+  // Where this process serves the REST API and web UI
+  // ("http://127.0.0.1:8081"), as Flink's ClusterClient::getWebInterfaceURL;
+  // empty unless the job's configuration turned it on (rest.port or
+  // rest.embedded.enabled).
+  std::string getWebInterfaceURL() const;
 
   // Takes a savepoint into a new directory under `directory` (empty: the
   // state.savepoints.dir option) and returns that directory once the

@@ -77,6 +77,7 @@ class StreamingRuntimeContext final : public RuntimeContext {
   Accumulator* getAccumulator(const std::string& name) const override {
     return base().getAccumulator(name);
   }
+  MetricGroup& getMetricGroup() override { return base().getMetricGroup(); }
 
  private:
   RuntimeContext& base() const {

@@ -4,6 +4,7 @@
 
 #include <sluice/environment.h>
 
+#include "api/embedded_rest.h"
 #include "api/signal_cancel.h"
 #include "cluster/plan_mode.h"
 #include "core/logging.h"
@@ -123,6 +124,15 @@ std::shared_ptr<JobHandle> start(const std::shared_ptr<EnvironmentState>& state,
     // A source enumerator that cannot start (e.g. a missing input file).
     throw JobExecutionException(graph->jobName, JobStatus::kFailed, describeCurrentException());
   }
+  // Its REST endpoint, web UI and metric reporters, when configured. A
+  // failure to start them fails the job's start (a port taken, say).
+  try {
+    registerEmbeddedJob(state->config, run);
+  } catch (...) {
+    run->cancel();
+    run->wait();
+    throw JobExecutionException(graph->jobName, JobStatus::kFailed, describeCurrentException());
+  }
   return std::make_shared<JobHandle>(graph->jobName, std::move(run));
 }
 
@@ -156,6 +166,8 @@ JobExecutionResult JobClient::getJobExecutionResult() {
 }
 
 const std::string& JobClient::getJobId() const { return handle_->run().jobId(); }
+
+std::string JobClient::getWebInterfaceURL() const { return internal::embeddedWebInterfaceUrl(); }
 
 std::string JobClient::triggerSavepoint(const std::string& directory) {
   return handle_->run().triggerSavepoint(directory);

@@ -168,6 +168,20 @@ CheckpointCoordinator::SteadyTime CheckpointCoordinator::runDue(SteadyTime now) 
 
 // ---- the scheduler's side -------------------------------------------------------
 
+void CheckpointCoordinator::recordRestore(const CompletedCheckpoint& checkpoint) {
+  std::lock_guard lock(mu_);
+  ++stats_.restored;
+  stats_.lastRestoreTimestamp = clock_->currentTimeMillis();
+  stats_.lastRestoredId = checkpoint.id;
+  stats_.lastRestoredIsSavepoint = checkpoint.isSavepoint();
+  stats_.lastRestoredPath = checkpoint.directory;
+}
+
+void CheckpointCoordinator::setHistorySize(int size) {
+  std::lock_guard lock(mu_);
+  stats_.historySize = size;
+}
+
 void CheckpointCoordinator::setRestoredCheckpoint(CompletedCheckpoint checkpoint) {
   std::lock_guard lock(mu_);
   // Ids go on from the restored one, as Flink's CheckpointIDCounter does:
@@ -349,6 +363,17 @@ std::future<CheckpointResult> CheckpointCoordinator::trigger(CheckpointOptions o
       std::piecewise_construct, std::forward_as_tuple(id),
       std::forward_as_tuple(id, timestamp, options, steadyNow_(), std::move(tasks), final));
   SLUICE_ASSERT(inserted, "checkpoint ids are unique");
+  {
+    CheckpointRecord record;
+    record.id = id;
+    record.isSavepoint = it->second.isSavepoint();
+    record.triggerTimestamp = timestamp;
+    for (const TaskId& t : it->second.awaited()) {
+      ++record.numSubtasks;
+      ++record.vertices[t.vertex].numSubtasks;
+    }
+    stats_.addRecord(std::move(record));
+  }
   std::future<CheckpointResult> result = it->second.result();
   if (!location.isOk()) {
     abortLocked(it, location.status().message(), true, deferred);
@@ -410,6 +435,14 @@ void CheckpointCoordinator::acknowledgeCheckpoint(int64_t id, TaskId task,
         PendingCheckpoint::Ack::kAccepted) {
       return;  // a repeated acknowledgement
     }
+    if (CheckpointRecord* r = stats_.find(id)) {
+      const int64_t now = clock_->currentTimeMillis();
+      ++r->numAcknowledged;
+      r->latestAckTimestamp = now;
+      CheckpointRecord::Vertex& v = r->vertices[task.vertex];
+      ++v.numAcknowledged;
+      v.latestAckTimestamp = now;
+    }
     if (!it->second.isFullyAcknowledged()) return;
     done.emplace(std::move(it->second));
     pending_.erase(it);
@@ -455,6 +488,13 @@ void CheckpointCoordinator::abortLocked(std::map<int64_t, PendingCheckpoint>::it
     removeFiles(files);
     if (!directory.empty()) discardDirectory(directory);
   });
+  if (CheckpointRecord* r = stats_.find(p.id())) {
+    if (r->status == CheckpointRecord::Status::kInProgress) --stats_.inProgress;
+    r->status = CheckpointRecord::Status::kFailed;
+    r->failureMessage = reason;
+    r->failureTimestamp = clock_->currentTimeMillis();
+    r->durationMs = r->failureTimestamp - r->triggerTimestamp;
+  }
   p.fail(fmt::format("{} {} failed: {}", kindOf(p.options()), p.id(), reason));
   if (gateway_ != nullptr) {
     auto lease = std::make_shared<GatewayLease>(*this);

@@ -118,6 +118,11 @@ class CheckpointCoordinator final : public CheckpointCoordinatorGateway {
   // The checkpoint an attempt restores when no checkpoint completed yet
   // (a savepoint the job started from).
   void setRestoredCheckpoint(CompletedCheckpoint checkpoint);
+  // An attempt restored `checkpoint` (counted in stats(): restored, last
+  // restore timestamp).
+  void recordRestore(const CompletedCheckpoint& checkpoint);
+  // Records kept in stats().history (web.checkpoints.history).
+  void setHistorySize(int size);
   // The newest completed checkpoint or savepoint, to restore from.
   std::optional<CompletedCheckpoint> latestCompleted() const;
   // What a recovery may restore from, newest first: the latest completed

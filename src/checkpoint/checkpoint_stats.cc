@@ -16,6 +16,33 @@ void CheckpointStats::recordCompleted(const CompletedCheckpoint& checkpoint, int
   maxSizeBytes = std::max(maxSizeBytes, sizeBytes);
   latestCompletedId = checkpoint.id;
   latestCompletedDirectory = checkpoint.directory;
+  lastDurationMs = durationMs;
+  lastSizeBytes = sizeBytes;
+  if (CheckpointRecord* r = find(checkpoint.id)) {
+    r->status = CheckpointRecord::Status::kCompleted;
+    r->durationMs = durationMs;
+    r->sizeBytes = sizeBytes;
+    r->externalPath = checkpoint.directory;
+    --inProgress;
+  }
+}
+
+CheckpointRecord* CheckpointStats::find(int64_t id) {
+  for (auto it = history.rbegin(); it != history.rend(); ++it) {
+    if (it->id == id) return &*it;
+  }
+  return nullptr;
+}
+
+void CheckpointStats::addRecord(CheckpointRecord record) {
+  if (record.status == CheckpointRecord::Status::kInProgress) ++inProgress;
+  history.push_back(std::move(record));
+  // In-progress records are kept even beyond the limit, so that their
+  // completion is counted.
+  while (static_cast<int>(history.size()) > std::max(1, historySize) &&
+         history.front().status != CheckpointRecord::Status::kInProgress) {
+    history.pop_front();
+  }
 }
 
 int64_t checkpointSize(const CompletedCheckpoint& cp, int64_t newSharedBytes) {

@@ -52,6 +52,8 @@ class PendingCheckpoint {
   Ack acknowledgeTask(TaskId task, TaskStateSnapshot snapshot);
   void acknowledgeCoordinators(std::map<int, std::string> states);
   bool isAwaiting(TaskId task) const { return awaiting_.count(task) != 0; }
+  // The tasks still to acknowledge.
+  const std::set<TaskId>& awaited() const { return awaiting_; }
   bool isFullyAcknowledged() const { return awaiting_.empty() && coordinatorsAcknowledged_; }
   // The task snapshots received so far.
   const std::map<TaskId, TaskStateSnapshot>& acknowledged() const { return acks_; }

@@ -1,6 +1,20 @@
 #include "runtime/buffer_pool.h"
 
+#include <algorithm>
+#include <chrono>
+
 namespace sluice::runtime {
+namespace {
+
+std::atomic<int64_t> allocatedBytes{0};
+
+int64_t steadyNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
 
 BufferPool::BufferPool(size_t segmentSize, int maxSegments)
     : segmentSize_(segmentSize), maxSegments_(maxSegments) {}
@@ -16,10 +30,36 @@ uint8_t* BufferPool::request() {
     }
     if (static_cast<int>(owned_.size()) < maxSegments_) {
       owned_.push_back(std::make_unique<uint8_t[]>(segmentSize_));
+      allocatedBytes.fetch_add(static_cast<int64_t>(segmentSize_), std::memory_order_relaxed);
       return owned_.back().get();
     }
-    available_.wait(lock);
+    // Backpressure: time it, once per wait, never per record.
+    const int64_t since = steadyNanos();
+    waitingSince_.store(since, std::memory_order_relaxed);
+    available_.wait(lock, [&] { return cancelled_ || !free_.empty(); });
+    waitingSince_.store(0, std::memory_order_relaxed);
+    waitedNanos_.fetch_add(steadyNanos() - since, std::memory_order_relaxed);
   }
+}
+
+BufferPool::~BufferPool() {
+  allocatedBytes.fetch_sub(static_cast<int64_t>(owned_.size() * segmentSize_),
+                           std::memory_order_relaxed);
+}
+
+int BufferPool::usedSegments() const {
+  std::lock_guard lock(mu_);
+  return static_cast<int>(owned_.size() - free_.size());
+}
+
+int64_t BufferPool::waitedNanos() const {
+  const int64_t since = waitingSince_.load(std::memory_order_relaxed);
+  const int64_t total = waitedNanos_.load(std::memory_order_relaxed);
+  return since == 0 ? total : total + std::max<int64_t>(0, steadyNanos() - since);
+}
+
+int64_t BufferPool::processAllocatedBytes() {
+  return allocatedBytes.load(std::memory_order_relaxed);
 }
 
 void BufferPool::recycle(uint8_t* segment) {

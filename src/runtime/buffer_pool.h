@@ -6,6 +6,7 @@
 // backpressure, and it is what keeps a job's memory bounded.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -54,6 +55,16 @@ class BufferPool {
   size_t segmentSize() const { return segmentSize_; }
   int maxSegments() const { return maxSegments_; }
   int allocatedSegments() const;
+  // Segments handed out and not yet recycled (outPoolUsage). Any thread.
+  int usedSegments() const;
+  // Nanoseconds request() has spent waiting for a free segment so far,
+  // including a wait going on now (backPressuredTimeMsPerSecond). Any thread.
+  int64_t waitedNanos() const;
+  // Bytes of segments allocated by every pool of this process (the
+  // TaskManager's network memory in use).
+  static int64_t processAllocatedBytes();
+
+  ~BufferPool();
 
  private:
   const size_t segmentSize_;
@@ -63,6 +74,8 @@ class BufferPool {
   std::vector<std::unique_ptr<uint8_t[]>> owned_;
   std::vector<uint8_t*> free_;
   bool cancelled_ = false;
+  std::atomic<int64_t> waitedNanos_{0};
+  std::atomic<int64_t> waitingSince_{0};  // steady-clock ns; 0: not waiting
   std::function<void()> onRecycle_;
 };
 

@@ -39,6 +39,12 @@ class InputGate final : public BufferSink {
     return true;
   }
 
+  // Buffers queued now (inPoolUsage). Any thread.
+  int queuedBuffers() const {
+    std::lock_guard lock(mu_);
+    return static_cast<int>(queue_.size());
+  }
+
   // Returns every queued buffer to its pool (after cancel or failure).
   void releaseAll() {
     std::lock_guard lock(mu_);
@@ -53,7 +59,7 @@ class InputGate final : public BufferSink {
   };
   const int numberOfChannels_;
   TaskWaker& waker_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::deque<Entry> queue_;
 };
 

@@ -1,5 +1,7 @@
 #include "runtime/input_processor.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace sluice::runtime {
@@ -56,6 +58,7 @@ NetworkInputProcessor::NetworkInputProcessor(StreamOperatorBase& head, InputGate
     localIndex_[c] = channelsPerInput_.at(static_cast<size_t>(info.inputIndex))++;
   }
   for (int n : channelsPerInput_) valves_.emplace_back(n);
+  inputWatermarks_.assign(channelsPerInput_.size(), kMinTimestamp);
 }
 
 InputStatus NetworkInputProcessor::processInput() {
@@ -69,9 +72,11 @@ InputStatus NetworkInputProcessor::processInput() {
   if (!gate_.poll(c, b)) return InputStatus::kNothingAvailable;
   const auto ci = static_cast<size_t>(c);
   if (aligner_.isBlocked(c) || decoders_[ci].hasBuffer() || !queued_[ci].empty()) {
+    add(bytesIn_, b.size);
     queued_[ci].push_back(b);
     return InputStatus::kMoreAvailable;
   }
+  add(bytesIn_, b.size);
   decoders_[ci].setBuffer(b);
   drainChannel(c);
   return InputStatus::kMoreAvailable;
@@ -92,7 +97,15 @@ void NetworkInputProcessor::drainChannel(int c) {
 }
 
 void NetworkInputProcessor::apply(int input, const WatermarkValve::Emit& e) {
-  if (e.watermark) head_.processWatermark(input, Watermark{e.watermarkValue});
+  if (e.watermark) {
+    // The task's input watermark: the minimum over its inputs (Flink's
+    // currentInputWatermark), noted before the operator sees it.
+    inputWatermarks_[static_cast<size_t>(input)] = e.watermarkValue;
+    int64_t min = e.watermarkValue;
+    for (int64_t w : inputWatermarks_) min = std::min(min, w);
+    inputWatermark_.store(min, std::memory_order_relaxed);
+    head_.processWatermark(input, Watermark{e.watermarkValue});
+  }
   if (e.status) head_.processWatermarkStatus(input, e.statusValue);
 }
 
@@ -103,8 +116,12 @@ void NetworkInputProcessor::handle(int c, const uint8_t* data, size_t size) {
   const auto vi = static_cast<size_t>(input);
   auto tag = static_cast<ElementTag>(in.readU8());
   switch (tag) {
-    case ElementTag::kRecord: processors_[ci]->processRecord(in, false, kMinTimestamp); break;
+    case ElementTag::kRecord:
+      add(recordsIn_, 1);
+      processors_[ci]->processRecord(in, false, kMinTimestamp);
+      break;
     case ElementTag::kRecordWithTimestamp: {
+      add(recordsIn_, 1);
       int64_t ts = in.readI64();
       processors_[ci]->processRecord(in, true, ts);
       break;

@@ -15,6 +15,7 @@
 // Task thread only.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -61,6 +62,20 @@ class InputProcessor {
   virtual void abortCheckpoint(int64_t id, const checkpoint::CheckpointOptions& options) = 0;
   // Returns the buffers it holds to their pools.
   virtual void release() {}
+
+  // The task's input metrics (numRecordsIn, numBytesIn,
+  // currentInputWatermark): written on the task thread, read by any.
+  int64_t recordsIn() const { return recordsIn_.load(std::memory_order_relaxed); }
+  int64_t bytesIn() const { return bytesIn_.load(std::memory_order_relaxed); }
+  int64_t inputWatermark() const { return inputWatermark_.load(std::memory_order_relaxed); }
+
+ protected:
+  static void add(std::atomic<int64_t>& cell, int64_t n) {
+    cell.store(cell.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  }
+  std::atomic<int64_t> recordsIn_{0};
+  std::atomic<int64_t> bytesIn_{0};
+  std::atomic<int64_t> inputWatermark_{kMinTimestamp};
 };
 
 class SourceInputProcessor final : public InputProcessor {
@@ -120,6 +135,7 @@ class NetworkInputProcessor final : public InputProcessor,
   std::vector<std::deque<Buffer>> queued_;  // buffers of blocked or busy channels
   checkpoint::BarrierAligner aligner_;
   int ended_ = 0;
+  std::vector<int64_t> inputWatermarks_;  // per input, for currentInputWatermark
 };
 
 }  // namespace sluice::runtime

@@ -13,6 +13,12 @@
 namespace sluice::runtime {
 namespace {
 
+int64_t epochMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 // The savepoint a job starts from (execution.savepoint.path), if any,
 // verified whole: a damaged one fails the submission, naming the file.
 std::optional<checkpoint::CompletedCheckpoint> initialCheckpoint(const Configuration& config) {
@@ -48,6 +54,13 @@ std::shared_ptr<JobRun> JobRun::start(std::shared_ptr<const StreamGraph> graph,
   run->graph_ = std::move(graph);
   run->jobGraph_ = createJobGraph(*run->graph_);
   run->jobId_ = jobId.empty() ? randomHexId() : std::move(jobId);
+  run->startTimeMs_ = epochMillis();
+  auto& vars = options.metricVariables;
+  if (!vars.count("<host>")) vars["<host>"] = "localhost";
+  if (!vars.count("<tm_id>")) vars["<tm_id>"] = embeddedTaskManagerId();
+  vars["<job_id>"] = run->jobId_;
+  vars["<job_name>"] = run->jobGraph_.jobName;
+  run->configuration_ = options.configuration;
   const StreamGraph& sg = *run->graph_;
   const JobGraph& jg = run->jobGraph_;
 
@@ -70,6 +83,7 @@ std::shared_ptr<JobRun> JobRun::start(std::shared_ptr<const StreamGraph> graph,
   if (Status st = run->coordinator_->initializeStorage(); !st.isOk()) {
     throw SluiceException(st.message());
   }
+  run->coordinator_->setHistorySize(options.configuration.get(options::kWebCheckpointsHistory));
   run->scheduler_ = std::make_unique<Scheduler>(
       run->graph_, run->jobGraph_, options, *run->coordinator_, *run->checkpointExecutor_,
       run->jobId_, deployment ? deployment(run->jobId_, run->jobGraph_) : nullptr);
@@ -85,8 +99,40 @@ std::shared_ptr<JobRun> JobRun::start(std::shared_ptr<const StreamGraph> graph,
   if (initial) run->coordinator_->setRestoredCheckpoint(*initial);
   run->scheduler_->start(initial ? &*initial : nullptr);
   run->coordinator_->startTimer();
+  run->registerJobMetrics(vars.at("<host>"));
   run->monitor_ = std::thread([run = run.get()] { run->monitor(); });
   return run;
+}
+
+// Flink's job metrics (the jobmanager.job scope): availability and
+// checkpointing.
+void JobRun::registerJobMetrics(const std::string& host) {
+  metricGroup_ = metrics::MetricRegistry::process().createGroup(
+      metrics::ScopeKind::kJobManagerJob,
+      {{"<host>", host}, {"<job_id>", jobId_}, {"<job_name>", jobGraph_.jobName}});
+  metrics::MetricGroupImpl& g = *metricGroup_;
+  g.gauge("uptime", [this] {
+    return state() == JobStatus::kRunning ? static_cast<double>(runtimeMs()) : -1.0;
+  });
+  g.gauge("downtime", [] { return 0.0; });
+  g.gauge("numRestarts", [this] { return static_cast<double>(scheduler_->restarts()); });
+  g.gauge("fullRestarts", [this] { return static_cast<double>(scheduler_->restarts()); });
+  auto stat = [this](int64_t checkpoint::CheckpointStats::*field) {
+    return [this, field] { return static_cast<double>(coordinator_->stats().*field); };
+  };
+  using S = checkpoint::CheckpointStats;
+  g.gauge("lastCheckpointDuration", stat(&S::lastDurationMs));
+  g.gauge("lastCheckpointSize", stat(&S::lastSizeBytes));
+  g.gauge("lastCheckpointFullSize", stat(&S::lastSizeBytes));
+  g.gauge("numberOfCompletedCheckpoints", stat(&S::completed));
+  g.gauge("numberOfFailedCheckpoints", stat(&S::failed));
+  g.gauge("numberOfInProgressCheckpoints", stat(&S::inProgress));
+  g.gauge("totalNumberOfCheckpoints", [this] {
+    const S s = coordinator_->stats();
+    return static_cast<double>(s.completed + s.failed + s.inProgress);
+  });
+  g.gauge("lastCheckpointRestoreTimestamp", stat(&S::lastRestoreTimestamp));
+  g.gauge("lastCompletedCheckpointId", stat(&S::latestCompletedId));
 }
 
 void JobRun::monitor() {
@@ -95,6 +141,7 @@ void JobRun::monitor() {
                          std::chrono::steady_clock::now() - started_)
                          .count();
   coordinator_->shutdown(out.state);
+  endTimeMs_.store(epochMillis());
   log::info("Job '{}' switched to {} after {} ms", jobGraph_.jobName, jobStatusName(out.state),
             out.netRuntimeMs);
   {
@@ -152,6 +199,12 @@ JobRun::~JobRun() {
     if (state() == JobStatus::kRunning) cancel();
     monitor_.join();
   }
+  metricGroup_.reset();  // its gauges read the scheduler and coordinator
+}
+
+const std::string& embeddedTaskManagerId() {
+  static const std::string id = "embedded-" + randomHexId().substr(0, 12);
+  return id;
 }
 
 }  // namespace sluice::runtime

@@ -7,6 +7,7 @@
 // the scheduler on a monitor thread until the job is terminal.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -20,6 +21,7 @@
 
 #include "checkpoint/checkpoint_coordinator.h"
 #include "checkpoint/checkpoint_stats.h"
+#include "core/metric_registry.h"
 #include "core/serial_executor.h"
 #include "runtime/scheduler.h"
 
@@ -67,10 +69,16 @@ class JobRun {
   // once it is complete. Throws SluiceException when it fails.
   int64_t triggerCheckpoint();
   checkpoint::CheckpointStats checkpointStats() const;
+  // When the job was submitted and when it ended (epoch ms; -1: running).
+  int64_t startTimeMs() const { return startTimeMs_; }
+  int64_t endTimeMs() const { return endTimeMs_.load(); }
+  // The job's configuration, as its operators see it.
+  const Configuration& configuration() const { return configuration_; }
 
  private:
   JobRun() = default;
   void monitor();
+  void registerJobMetrics(const std::string& host);
 
   std::shared_ptr<const StreamGraph> graph_;
   JobGraph jobGraph_;
@@ -85,6 +93,13 @@ class JobRun {
   std::condition_variable done_;
   JobOutcome outcome_;
   std::thread monitor_;
+  int64_t startTimeMs_ = 0;
+  std::atomic<int64_t> endTimeMs_{-1};
+  Configuration configuration_;
+  std::shared_ptr<metrics::MetricGroupImpl> metricGroup_;
 };
+
+// The id of this process's embedded TaskManager (metrics, REST).
+const std::string& embeddedTaskManagerId();
 
 }  // namespace sluice::runtime

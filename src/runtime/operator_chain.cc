@@ -1,5 +1,8 @@
 #include "runtime/operator_chain.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include <fmt/format.h>
 
 #include <sluice/core/config_options.h>
@@ -18,8 +21,10 @@ class NullOutput final : public OutputBase {
 // The OperatorContext and RuntimeContext of one operator of the chain.
 class OperatorChain::Context final : public OperatorContext, public RuntimeContext {
  public:
-  Context(const TaskInfo& info, TaskServices& services, ChainHost& host, const StreamNode& node)
-      : info_(info),
+  Context(const TaskInfo& info, TaskServices& services, ChainHost& host, const StreamNode& node,
+          std::shared_ptr<metrics::MetricGroupImpl> group)
+      : group(std::move(group)),
+        info_(info),
         services_(services),
         host_(host),
         node_(node),
@@ -47,7 +52,11 @@ class OperatorChain::Context final : public OperatorContext, public RuntimeConte
   void registerProcessingTimer(int64_t timestamp, std::function<void(int64_t)> callback) override {
     host_.registerProcessingTimer(timestamp, std::move(callback));
   }
-  void incrementCounter(const std::string& name, int64_t n) override { counters[name] += n; }
+  void incrementCounter(const std::string& name, int64_t n) override {
+    auto it = counters.find(name);
+    if (it == counters.end()) it = counters.emplace(name, &group->counter(name)).first;
+    it->second->inc(n);
+  }
   int64_t managedMemoryPerSlot() override {
     const auto total =
         static_cast<int64_t>(configuration().get(options::kTaskManagerMemoryManagedSize).bytes);
@@ -75,10 +84,14 @@ class OperatorChain::Context final : public OperatorContext, public RuntimeConte
     auto it = accumulators.find(name);
     return it == accumulators.end() ? nullptr : it->second;
   }
+  MetricGroup& getMetricGroup() override { return *group; }
 
+  // The operator's metric group (Flink's OperatorMetricGroup); the counters
+  // of incrementCounter() live in it.
+  std::shared_ptr<metrics::MetricGroupImpl> group;
   std::map<std::string, OutputBase*> sideOutputs;
   std::map<std::string, Accumulator*> accumulators;
-  std::map<std::string, int64_t> counters;
+  std::map<std::string, Counter*> counters;
   int64_t dropped = 0;
 
  private:
@@ -91,13 +104,14 @@ class OperatorChain::Context final : public OperatorContext, public RuntimeConte
 
 OperatorChain::OperatorChain(const StreamGraph& graph, const JobGraph& jobGraph,
                              const JobVertex& vertex, const TaskInfo& info, TaskServices& services,
-                             ChainHost& host)
+                             ChainHost& host, TaskMetrics& metrics)
     : graph_(graph),
       jobGraph_(jobGraph),
       vertex_(vertex),
       info_(info),
       services_(services),
       host_(host),
+      metrics_(metrics),
       current_(&info.taskName) {}
 
 OperatorChain::~OperatorChain() { release(); }
@@ -115,12 +129,17 @@ void OperatorChain::build(const std::map<int, std::unique_ptr<RecordWriter>>& wr
   const size_t n = vertex_.chain.size();
   ops_.resize(n);
   contexts_.resize(n);
+  mainOutput_.assign(n, nullptr);
+  sideOutputs_.assign(n, {});
+  chainedInputs_.assign(n, {});
   for (size_t i = 0; i < n; ++i) {
     const StreamNode& node = graph_.node(vertex_.chain[i]);
     position_[node.id] = i;
     current_ = &node.name;
     ops_[i] = node.factory->createOperator();
-    contexts_[i] = std::make_unique<Context>(info_, services_, host_, node);
+    contexts_[i] = std::make_unique<Context>(
+        info_, services_, host_, node,
+        metrics_.operatorGroup(operatorHexId(graph_, node.id), node.name));
   }
   for (size_t i = n; i-- > 0;) wire(i, writers);
   for (size_t i = 0; i < n; ++i) {
@@ -138,9 +157,11 @@ void OperatorChain::wire(size_t i, const std::map<int, std::unique_ptr<RecordWri
     std::unique_ptr<OutputBase> o;
     if (jobGraph_.edgeChained[eid]) {
       o = e.type->createChainedOutput(*ops_[position_.at(e.target)], e.inputIndex);
+      chainedInputs_[position_.at(e.target)].push_back(o.get());
     } else {
       o = e.network->createNetworkOutput(*writers.at(eid), e.partition, info_.subtask,
                                          graph_.node(e.target).maxParallelism);
+      networkOutputs_.push_back(o.get());
     }
     byTag[e.sideOutputTag].push_back(std::move(o));
     tagType[e.sideOutputTag] = e.type.get();
@@ -158,11 +179,13 @@ void OperatorChain::wire(size_t i, const std::map<int, std::unique_ptr<RecordWri
     if (tag.empty()) continue;
     auto fan = tagType[tag]->createFanOut(std::move(outs));
     contexts_[i]->sideOutputs[tag] = fan.get();
+    sideOutputs_[i].push_back(fan.get());
     outputs_.push_back(std::move(fan));
   }
   current_ = &node.name;
   ops_[i]->setup(*contexts_[i], *main);
   if (i == 0) headOutput_ = main.get();
+  mainOutput_[i] = main.get();
   outputs_.push_back(std::move(main));
 }
 
@@ -214,7 +237,7 @@ void OperatorChain::collectMetrics(TaskResult& result) {
       if (!contexts_[i]) continue;
       Context& c = *contexts_[i];
       result.numRecordsDropped += c.dropped;
-      for (auto& [name, v] : c.counters) result.counters[name] += v;
+      for (auto& [name, v] : c.counters) result.counters[name] += v->getCount();
       for (auto& [name, acc] : c.accumulators) {
         auto it = result.accumulators.find(name);
         if (it == result.accumulators.end()) {
@@ -237,7 +260,67 @@ void OperatorChain::collectMetrics(TaskResult& result) {
   }
 }
 
+std::function<int64_t()> OperatorChain::registerMetrics(const InputProcessor& input) {
+  const bool source = dynamic_cast<const SourceOperatorBase*>(ops_.front().get()) != nullptr;
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    metrics::MetricGroupImpl& g = *contexts_[i]->group;
+    std::function<int64_t()> in;
+    std::function<int64_t()> inWatermark;
+    if (i == 0) {
+      in = [&input] { return input.recordsIn(); };
+      inWatermark = [&input] { return input.inputWatermark(); };
+    } else {
+      in = [outs = chainedInputs_[i]] {
+        int64_t n = 0;
+        for (const OutputBase* o : outs) n += o->recordsCounted();
+        return n;
+      };
+      inWatermark = [outs = chainedInputs_[i]] {
+        int64_t w = kMaxTimestamp;
+        for (const OutputBase* o : outs) w = std::min(w, o->lastWatermark());
+        return outs.empty() ? kMinTimestamp : w;
+      };
+    }
+    std::vector<const OutputBase*> outs = sideOutputs_[i];
+    outs.push_back(mainOutput_[i]);
+    auto out = [outs] {
+      int64_t n = 0;
+      for (const OutputBase* o : outs) n += o->recordsCounted();
+      return n;
+    };
+    g.counterView("numRecordsIn", in);
+    g.rateView("numRecordsInPerSecond", in);
+    g.counterView("numRecordsOut", out);
+    g.rateView("numRecordsOutPerSecond", out);
+    g.gauge("currentInputWatermark", [inWatermark] { return static_cast<double>(inWatermark()); });
+    const OutputBase* main = mainOutput_[i];
+    g.gauge("currentOutputWatermark",
+            [main] { return static_cast<double>(main->lastWatermark()); });
+    if (i == 0 && source) {
+      // Flink's source watermarkLag: how far the emitted watermark trails
+      // the wall clock.
+      g.gauge("watermarkLag", [main] {
+        const int64_t w = main->lastWatermark();
+        if (w == kMinTimestamp) return 0.0;
+        const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count();
+        return static_cast<double>(now - w);
+      });
+    }
+  }
+  return [outs = networkOutputs_] {
+    int64_t n = 0;
+    for (const OutputBase* o : outs) n += o->recordsCounted();
+    return n;
+  };
+}
+
 void OperatorChain::release() {
+  // The operators' metric views read the outputs: unregister them first.
+  for (auto& c : contexts_) {
+    if (c) c->group.reset();
+  }
   outputs_.clear();
   refs_.clear();
   ops_.clear();

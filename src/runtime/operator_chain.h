@@ -26,8 +26,10 @@
 #include <sluice/graph/operator.h>
 
 #include "checkpoint/subtask_checkpointer.h"
+#include "runtime/input_processor.h"
 #include "runtime/record_writer.h"
 #include "runtime/task_environment.h"
+#include "runtime/task_metrics.h"
 
 namespace sluice::runtime {
 
@@ -47,7 +49,8 @@ class ChainHost {
 class OperatorChain {
  public:
   OperatorChain(const StreamGraph& graph, const JobGraph& jobGraph, const JobVertex& vertex,
-                const TaskInfo& info, TaskServices& services, ChainHost& host);
+                const TaskInfo& info, TaskServices& services, ChainHost& host,
+                TaskMetrics& metrics);
   ~OperatorChain();
   OperatorChain(const OperatorChain&) = delete;
   OperatorChain& operator=(const OperatorChain&) = delete;
@@ -64,6 +67,11 @@ class OperatorChain {
   void close(TaskResult& result, bool quiet);
   // Dropped records, counters and accumulators of every operator.
   void collectMetrics(TaskResult& result);
+  // Registers every operator's IO metrics (numRecordsIn/Out and rates,
+  // currentInput/OutputWatermark), reading the chain's outputs and, for the
+  // head, `input`. Returns the reader of the records the chain sent on
+  // network edges (the task's numRecordsOut). After build().
+  std::function<int64_t()> registerMetrics(const InputProcessor& input);
   // Destroys outputs and operators.
   void release();
 
@@ -90,6 +98,13 @@ class OperatorChain {
   std::vector<std::unique_ptr<OutputBase>> outputs_;  // owned outputs, built tail first
   std::vector<checkpoint::ChainedOperatorRef> refs_;
   std::map<int, size_t> position_;  // stream node id -> index in the chain
+  TaskMetrics& metrics_;
+  // Per operator: its main output, side outputs, and the chained edge
+  // outputs feeding it (what its record and watermark metrics read).
+  std::vector<const OutputBase*> mainOutput_;
+  std::vector<std::vector<const OutputBase*>> sideOutputs_;
+  std::vector<std::vector<const OutputBase*>> chainedInputs_;
+  std::vector<const OutputBase*> networkOutputs_;
   OutputBase* headOutput_ = nullptr;
   size_t opened_ = 0;  // ops_ [n - opened_, n) are open
   const std::string* current_;

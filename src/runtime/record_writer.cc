@@ -33,6 +33,8 @@ void RecordWriter::append(int channel, const uint8_t* data, size_t size) {
 void RecordWriter::flush(int channel) {
   Current& c = current_[channel];
   if (c.segment == nullptr) return;
+  bytesWritten_.store(bytesWritten_.load(std::memory_order_relaxed) + c.used,
+                      std::memory_order_relaxed);
   targets_[channel].sink->push(targets_[channel].gateChannel, Buffer{c.segment, c.used, &pool_});
   c.segment = nullptr;
   c.used = 0;

@@ -6,6 +6,7 @@
 // (buffer timeout), or right away when the buffer timeout is 0.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -40,6 +41,8 @@ class RecordWriter final : public RecordWriterBase {
   bool hasPendingData() const { return pending_ > 0; }
   // Returns held segments to the pool (cancel/failure path).
   void releaseAll();
+  // Bytes handed to consumers so far (numBytesOut). Any thread.
+  int64_t bytesWritten() const { return bytesWritten_.load(std::memory_order_relaxed); }
 
  private:
   struct Current {
@@ -54,7 +57,8 @@ class RecordWriter final : public RecordWriterBase {
   std::vector<Current> current_;
   BufferPool& pool_;
   const bool flushEveryRecord_;
-  int pending_ = 0;  // channels with a non-empty current segment
+  int pending_ = 0;                       // channels with a non-empty current segment
+  std::atomic<int64_t> bytesWritten_{0};  // counted per buffer, on the task thread
 };
 
 // Reassembles framed elements from a channel's buffers, including elements

@@ -14,6 +14,14 @@ namespace sluice::runtime {
 
 using SteadyClock = std::chrono::steady_clock;
 
+namespace {
+int64_t epochMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
 // One attempt to run the job: every task, as the deployment runs it, and the
 // source coordinators. A restart builds a new attempt from the latest
 // checkpoint.
@@ -72,6 +80,7 @@ void Scheduler::startAttempt(int number, const checkpoint::CompletedCheckpoint* 
     if (!assigned.isOk()) throw SluiceException(assigned.status().message());
     restores = std::move(assigned).value();
     log::info("Job {} attempt {} restores from {}", jobId_, number, cp->describe());
+    coordinator_.recordRestore(*cp);
   }
   {
     // The previous attempt's tasks ended; the deployment may now free them.
@@ -121,6 +130,18 @@ void Scheduler::startAttempt(int number, const checkpoint::CompletedCheckpoint* 
   {
     std::lock_guard lock(mu_);
     attempt_ = std::move(a);
+    const int64_t now = epochMillis();
+    statuses_.assign(jg.vertices.size(), {});
+    for (const auto& v : jg.vertices) {
+      statuses_[v.id].resize(static_cast<size_t>(v.parallelism));
+      for (int s = 0; s < v.parallelism; ++s) {
+        SubtaskStatus& st = statuses_[v.id][s];
+        st.state = "RUNNING";
+        st.attempt = number;
+        st.startTime = now;
+        st.location = deployment_->location(v.id, s);
+      }
+    }
   }
   coordinator_.attemptStarted(this, std::move(ids));
   deployment_->start();
@@ -148,6 +169,20 @@ void Scheduler::taskEnded(int vertex, int subtask, TaskResult result) {
     const size_t i =
         static_cast<size_t>(attempt_->flatBase.at(static_cast<size_t>(vertex)) + subtask);
     if (result.failed) error = result.error;
+    setStatusLocked(vertex, subtask,
+                    result.failed      ? "FAILED"
+                    : result.cancelled ? "CANCELED"
+                                       : "FINISHED");
+    if (result.failed) {
+      FailureRecord f;
+      f.timestamp = epochMillis();
+      f.message = result.error;
+      const JobVertex& v = jobGraph_.vertices.at(static_cast<size_t>(vertex));
+      f.taskName = fmt::format("{} ({}/{})", v.name, subtask + 1, v.parallelism);
+      f.location = deployment_->location(vertex, subtask);
+      failures_.push_back(std::move(f));
+      if (failures_.size() > kFailureHistory) failures_.pop_front();
+    }
     attempt_->results.at(i) = std::move(result);
   }
   if (!error.empty()) failAttempt(error);
@@ -160,6 +195,15 @@ void Scheduler::failAttempt(const std::string& error) {
     attempt_->failed = true;
     attempt_->firstError = error;
     log::error("{}", error);
+    // A failure no task reported (a lost TaskManager, a checkpoint failure
+    // limit, a coordinator): a job-level entry.
+    if (failures_.empty() || failures_.back().message != error) {
+      FailureRecord f;
+      f.timestamp = epochMillis();
+      f.message = error;
+      failures_.push_back(std::move(f));
+      if (failures_.size() > kFailureHistory) failures_.pop_front();
+    }
     for (TaskControl* t : attempt_->flat) t->cancel();
   }
   coordinator_.attemptFailed();
@@ -339,6 +383,26 @@ JobOutcome Scheduler::outcome(Attempt& a, const std::string& coordinatorError) {
   return out;
 }
 
+void Scheduler::setStatusLocked(int vertex, int subtask, const char* state) {
+  if (static_cast<size_t>(vertex) >= statuses_.size()) return;
+  auto& row = statuses_[static_cast<size_t>(vertex)];
+  if (static_cast<size_t>(subtask) >= row.size()) return;
+  SubtaskStatus& st = row[static_cast<size_t>(subtask)];
+  if (st.state == "FINISHED" || st.state == "FAILED") return;
+  st.state = state;
+  st.endTime = epochMillis();
+}
+
+std::vector<std::vector<SubtaskStatus>> Scheduler::subtaskStatuses() const {
+  std::lock_guard lock(mu_);
+  return statuses_;
+}
+
+std::vector<FailureRecord> Scheduler::failures() const {
+  std::lock_guard lock(mu_);
+  return {failures_.begin(), failures_.end()};
+}
+
 void Scheduler::cancel() {
   cancelRequested_.store(true);
   std::lock_guard lock(mu_);
@@ -357,6 +421,7 @@ void Scheduler::taskFinished(int vertex, int subtask) {
     if (!attempt_) return;
     TaskControl* task = &attempt_->task({vertex, subtask});
     attempt_->finished.insert(task);
+    setStatusLocked(vertex, subtask, "FINISHED");
     all = attempt_->finished.size() == attempt_->flat.size();
     if (all) attempt_->finalPhase = true;
   }

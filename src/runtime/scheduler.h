@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -50,6 +51,23 @@ struct JobOutcome {
   std::map<std::string, int64_t> counters;
 };
 
+// What the REST API shows of each subtask (Flink's ExecutionState names).
+struct SubtaskStatus {
+  std::string state = "CREATED";  // DEPLOYING, RUNNING, FINISHED, CANCELED, FAILED
+  int attempt = 0;
+  int64_t startTime = -1;  // epoch ms
+  int64_t endTime = -1;
+  TaskLocation location;
+};
+
+// A failure of the job (Flink's exception history entry).
+struct FailureRecord {
+  int64_t timestamp = 0;  // epoch ms
+  std::string message;
+  std::string taskName;  // "Map (2/4)"; empty when no task failed
+  TaskLocation location;
+};
+
 class Scheduler final : private TaskEvents, private checkpoint::CheckpointTaskGateway {
  public:
   Scheduler(std::shared_ptr<const StreamGraph> graph, const JobGraph& jobGraph,
@@ -67,6 +85,11 @@ class Scheduler final : private TaskEvents, private checkpoint::CheckpointTaskGa
   // Cancels every task; run() then reports kCanceled.
   void cancel();
   int64_t restarts() const { return restarts_.load(); }
+  // [vertex][subtask] of the current attempt.
+  std::vector<std::vector<SubtaskStatus>> subtaskStatuses() const;
+  // The job's failures, oldest first (at most kFailureHistory).
+  std::vector<FailureRecord> failures() const;
+  static constexpr size_t kFailureHistory = 16;
   // The source coordinator of source vertex `vertex` in the running attempt
   // (a TaskManager's reader calls it through RPC); null when there is none.
   // Valid until the attempt ends.
@@ -127,6 +150,10 @@ class Scheduler final : private TaskEvents, private checkpoint::CheckpointTaskGa
   std::string lastFailure_;
   int sameFailureCount_ = 0;
   bool repeatWarned_ = false;
+  // Under mu_.
+  std::vector<std::vector<SubtaskStatus>> statuses_;
+  std::deque<FailureRecord> failures_;
+  void setStatusLocked(int vertex, int subtask, const char* state);
 };
 
 }  // namespace sluice::runtime

@@ -154,8 +154,10 @@ TaskResult Task::run() {
   const auto* manual = dynamic_cast<const ManualClock*>(&services_->clock());
   const int64_t clockListener = manual ? manual->addListener([this] { waker_.wake(); }) : 0;
   timers_ = std::make_unique<ProcessingTimers>(services_->clock(), manual != nullptr);
+  metrics_ =
+      std::make_unique<TaskMetrics>(*services_, info_, jobVertexHexId(jobGraph_, info_.vertex));
   chain_ = std::make_unique<OperatorChain>(graph_, jobGraph_, vertex_, info_, *services_,
-                                           static_cast<ChainHost&>(*this));
+                                           static_cast<ChainHost&>(*this), *metrics_);
   if (checkpointGateway_ != nullptr) {
     checkpoint::SubtaskCheckpointer::Setup setup;
     setup.task = {info_.vertex, info_.subtask};
@@ -181,6 +183,7 @@ TaskResult Task::run() {
       processor_ = std::make_unique<NetworkInputProcessor>(
           chain_->head(), *gate_, channels_, graph_, mode_, static_cast<CheckpointHandler&>(*this));
     }
+    registerIoMetrics();
     phase_ = Phase::kRunning;
     if (source_ != nullptr && coordinator_ != nullptr) coordinator_->addReader(info_.subtask);
     runInputLoop(*processor_);
@@ -202,6 +205,19 @@ TaskResult Task::run() {
   return result;
 }
 
+void Task::registerIoMetrics() {
+  TaskMetrics::Io io;
+  io.input = processor_.get();
+  io.gate = gate_.get();
+  io.inputCapacity =
+      static_cast<int>(channels_.size()) * 2 + 8;  // the default credits per channel and gate
+  for (auto& p : pools_) io.outputPools.push_back(p.get());
+  for (auto& [id, w] : writers_) io.writers.push_back(w.get());
+  io.recordsOut = chain_->registerMetrics(*processor_);
+  io.isSource = source_ != nullptr;
+  metrics_->registerIo(std::move(io));
+}
+
 void Task::runInputLoop(InputProcessor& processor) {
   for (;;) {
     if (mailbox_.hasMail()) mailbox_.runAll();
@@ -214,7 +230,11 @@ void Task::runInputLoop(InputProcessor& processor) {
     flushDueOutputs(now, deadline);
     if (status != InputStatus::kNothingAvailable || mailbox_.hasMail()) continue;
     const auto until = std::min(deadline, wakeupAt_);
-    if (until > now) waker_.waitUntil(until);
+    if (until > now) {
+      metrics_->idleBegin();
+      waker_.waitUntil(until);
+      metrics_->idleEnd();
+    }
     // A wake-up the reader asked for is spent once its time has come.
     if (wakeupAt_ <= TaskWaker::Clock::now()) wakeupAt_ = TaskWaker::Clock::time_point::max();
   }
@@ -267,6 +287,8 @@ void Task::cleanUp(TaskResult& result) {
   timers_->clear();
   chain_->close(result, cancelled_.load());
   chain_->collectMetrics(result);
+  // The views read the chain's outputs, the processor and the pools.
+  metrics_->close();
   if (!result.failed && !result.cancelled && pendingSplits_.load() > 0) {
     // A split assigned after the reader had ended would be lost silently.
     chain_->fail(result, graph_.node(vertex_.head()).name,

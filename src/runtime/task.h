@@ -37,6 +37,7 @@
 #include "runtime/record_writer.h"
 #include "runtime/task_control.h"
 #include "runtime/task_environment.h"
+#include "runtime/task_metrics.h"
 #include "runtime/task_waker.h"
 
 namespace sluice::runtime {
@@ -109,6 +110,7 @@ class Task final : public TaskControl, private ChainHost, private CheckpointHand
                          const checkpoint::CheckpointOptions& options) override;
   void declineCheckpoint(int64_t id, const std::string& reason) override;
 
+  void registerIoMetrics();
   void runInputLoop(InputProcessor& processor);
   void flushDueOutputs(TaskWaker::Clock::time_point now, TaskWaker::Clock::time_point& deadline);
   void finishAndAwaitFinalCommit();
@@ -138,6 +140,7 @@ class Task final : public TaskControl, private ChainHost, private CheckpointHand
 
   // Task thread, while run() runs.
   Phase phase_ = Phase::kCreated;
+  std::unique_ptr<TaskMetrics> metrics_;
   std::unique_ptr<OperatorChain> chain_;
   std::unique_ptr<InputProcessor> processor_;
   SourceInputProcessor* source_ = nullptr;  // processor_, when the head is a source

@@ -55,12 +55,19 @@ class TaskServices {
                                      const std::function<std::shared_ptr<void>()>& make);
   // Runs the asynchronous part of snapshots.
   SerialExecutor& checkpointExecutor() const { return *checkpointExecutor_; }
+  // The metric variables of the TaskManager and the job the tasks run in:
+  // <host>, <tm_id>, <job_id>, <job_name>. Set before any task runs.
+  const std::map<std::string, std::string>& metricVariables() const { return metricVariables_; }
+  void setMetricVariables(std::map<std::string, std::string> variables) {
+    metricVariables_ = std::move(variables);
+  }
 
  private:
   const Configuration configuration_;
   const std::shared_ptr<const Clock> clock_;
   const int numberOfSlots_;
   SerialExecutor* const checkpointExecutor_;
+  std::map<std::string, std::string> metricVariables_;
   std::mutex mu_;
   std::map<std::pair<int, std::string>, std::shared_ptr<void>> resources_;
 };

@@ -20,6 +20,7 @@ TaskGroup::TaskGroup(const StreamGraph& graph, const JobGraph& jobGraph,
   if (!clock) clock = std::shared_ptr<const Clock>(&SystemClock::instance(), [](const Clock*) {});
   services_ = std::make_unique<TaskServices>(options.configuration, std::move(clock), slots,
                                              &checkpointExecutor);
+  services_->setMetricVariables(options.metricVariables);
   tasks_.resize(jobGraph.vertices.size());
   for (const auto& v : jobGraph.vertices) {
     tasks_[v.id].resize(static_cast<size_t>(v.parallelism));
@@ -41,6 +42,13 @@ TaskGroup::TaskGroup(const StreamGraph& graph, const JobGraph& jobGraph,
 }
 
 TaskGroup::~TaskGroup() { join(); }
+
+TaskLocation LocalDeployment::location(int, int) const {
+  TaskLocation l;
+  auto tm = options_.metricVariables.find("<tm_id>");
+  if (tm != options_.metricVariables.end()) l.taskManagerId = tm->second;
+  return l;
+}
 
 Task* TaskGroup::task(int vertex, int subtask) {
   return tasks_.at(static_cast<size_t>(vertex)).at(static_cast<size_t>(subtask)).get();

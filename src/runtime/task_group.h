@@ -10,6 +10,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -35,6 +36,8 @@ struct MiniClusterOptions {
   Configuration configuration;
   // Processing time for every operator; null means the system clock.
   std::shared_ptr<const Clock> clock;
+  // <host>, <tm_id>, <job_id>, <job_name> of the tasks' metrics.
+  std::map<std::string, std::string> metricVariables;
 };
 
 // Channels whose other end runs in another process.
@@ -117,9 +120,22 @@ class RetryableStartFailure : public SluiceException {
   using SluiceException::SluiceException;
 };
 
+// Where a subtask runs, for the REST API.
+struct TaskLocation {
+  std::string host = "localhost";
+  std::string taskManagerId;
+  std::string endpoint;  // "host:port" of its TaskManager; empty embedded
+};
+
 class TaskDeployment {
  public:
   virtual ~TaskDeployment() = default;
+  // Where (vertex, subtask) of the latest deployed attempt runs.
+  virtual TaskLocation location(int vertex, int subtask) const {
+    (void)vertex;
+    (void)subtask;
+    return {};
+  }
   struct Attempt {
     std::string jobId;
     int number = 0;
@@ -156,6 +172,7 @@ class LocalDeployment final : public TaskDeployment {
         options_(std::move(options)),
         checkpointExecutor_(checkpointExecutor) {}
   std::vector<std::vector<TaskControl*>> deploy(const Attempt& attempt) override;
+  TaskLocation location(int vertex, int subtask) const override;
   void setSourceCoordinator(int vertex, SourceCoordinatorLink* link) override;
   void start() override;
   void join() override;

@@ -263,8 +263,8 @@ inline constexpr ConfigOption<std::string> kJobManagerBindHost{
 
 inline constexpr ConfigOption<int32_t> kRestPort{
     "rest.port", 8081,
-    "Port of the REST API and web UI of the JobManager (cluster mode; not used by the embedded "
-    "mini-cluster yet)."};
+    "Port of the REST API and web UI: the JobManager's, and in embedded mode the job process's "
+    "(see rest.embedded.enabled); 0: any free port (logged)."};
 
 inline constexpr ConfigOption<std::string> kRestAddress{
     "rest.address", "localhost",
@@ -329,6 +329,112 @@ inline constexpr ConfigOption<std::string> kEnvLogDir{
     "env.log.dir", "log",
     "Directory of the cluster processes' log files (sluice-<role>-<host>.log), relative to the "
     "working directory unless absolute."};
+
+// ---- REST endpoint, web UI and metrics ----
+
+inline constexpr ConfigOption<std::string> kRestBindAddress{
+    "rest.bind-address", "localhost",
+    "Address the REST endpoint and web UI listen on (the JobManager's; in embedded mode the job "
+    "process's). Flink's default is all interfaces; Sluice binds to loopback unless told "
+    "otherwise."};
+
+inline constexpr ConfigOption<bool> kRestEmbeddedEnabled{
+    "rest.embedded.enabled", false,
+    "Embedded mode only (beyond Flink): serve the REST API and web UI from the job's own process "
+    "on rest.port while it runs, as Flink's local environment with the web UI. Setting rest.port "
+    "explicitly in the job's configuration turns it on too."};
+
+inline constexpr ConfigOption<std::string> kRestAuthenticationToken{
+    "rest.authentication.token", "",
+    "Beyond Flink: when set, every mutating REST call (cancel, savepoint, stop, jar upload, jar "
+    "run and delete) and every job-changing CLI call must carry 'Authorization: Bearer <token>'; "
+    "without it the call gets 401 and changes nothing. Read-only calls stay open."};
+
+inline constexpr ConfigOption<bool> kSecuritySslRestEnabled{
+    "security.ssl.rest.enabled", false,
+    "Serve the REST API and web UI over HTTPS only (a plain-HTTP client is refused)."};
+
+inline constexpr ConfigOption<std::string> kSecuritySslRestKeystore{
+    "security.ssl.rest.keystore", "",
+    "PEM file with the REST endpoint's certificate (chain). Flink takes a Java keystore; Sluice "
+    "takes PEM files."};
+
+inline constexpr ConfigOption<std::string> kSecuritySslRestKey{
+    "security.ssl.rest.key", "",
+    "PEM file with the private key of security.ssl.rest.keystore (beyond Flink, which keeps the "
+    "key in the keystore)."};
+
+inline constexpr ConfigOption<std::string> kSecuritySslRestTruststore{
+    "security.ssl.rest.truststore", "",
+    "PEM file with the certificates a REST client (the CLI) trusts; empty: the system's."};
+
+inline constexpr ConfigOption<std::chrono::milliseconds> kWebRefreshInterval{
+    "web.refresh-interval", std::chrono::milliseconds(3000),
+    "How often the web UI refreshes what it shows."};
+
+inline constexpr ConfigOption<int32_t> kWebCheckpointsHistory{
+    "web.checkpoints.history", 10,
+    "Checkpoints kept in a job's checkpoint history (REST and web UI)."};
+
+inline constexpr ConfigOption<std::string> kWebUploadDir{
+    "web.upload.dir", "",
+    "Directory of job libraries uploaded with POST /jars/upload; empty: 'jars' under "
+    "blob.storage.directory."};
+
+inline constexpr ConfigOption<bool> kWebSubmitEnable{
+    "web.submit.enable", true, "Whether jobs may be uploaded and run through the REST API."};
+
+inline constexpr ConfigOption<bool> kWebCancelEnable{
+    "web.cancel.enable", true,
+    "Whether the web UI offers to cancel jobs (as in Flink, REST calls may cancel regardless)."};
+
+inline constexpr ConfigOption<std::chrono::milliseconds> kMetricsFetcherUpdateInterval{
+    "metrics.fetcher.update-interval", std::chrono::milliseconds(10000),
+    "How old the TaskManagers' metrics the JobManager serves over REST may be: it fetches them "
+    "again when they are older."};
+
+inline constexpr ConfigOption<std::string> kMetricsScopeJm{"metrics.scope.jm", "<host>.jobmanager",
+                                                           "Scope format of JobManager metrics."};
+inline constexpr ConfigOption<std::string> kMetricsScopeJmJob{
+    "metrics.scope.jm-job", "<host>.jobmanager.<job_name>",
+    "Scope format of job metrics on the JobManager."};
+inline constexpr ConfigOption<std::string> kMetricsScopeTm{
+    "metrics.scope.tm", "<host>.taskmanager.<tm_id>", "Scope format of TaskManager metrics."};
+inline constexpr ConfigOption<std::string> kMetricsScopeTmJob{
+    "metrics.scope.tm-job", "<host>.taskmanager.<tm_id>.<job_name>",
+    "Scope format of job metrics on a TaskManager."};
+inline constexpr ConfigOption<std::string> kMetricsScopeTask{
+    "metrics.scope.task", "<host>.taskmanager.<tm_id>.<job_name>.<task_name>.<subtask_index>",
+    "Scope format of task metrics."};
+inline constexpr ConfigOption<std::string> kMetricsScopeOperator{
+    "metrics.scope.operator",
+    "<host>.taskmanager.<tm_id>.<job_name>.<operator_name>.<subtask_index>",
+    "Scope format of operator metrics."};
+
+inline constexpr ConfigOption<std::string> kMetricsReporterPromFactoryClass{
+    "metrics.reporter.prom.factory.class", "",
+    "Set to org.apache.flink.metrics.prometheus.PrometheusReporterFactory (or 'prometheus') to "
+    "serve every metric of the process at http://<host>:<port>/metrics in Prometheus's text "
+    "format. Sluice knows the reporter names 'prom' and 'slf4j' only."};
+
+inline constexpr ConfigOption<std::string> kMetricsReporterPromPort{
+    "metrics.reporter.prom.port", "9249",
+    "Port of the Prometheus endpoint, or a range ('9250-9260': the first free one, so that "
+    "several processes on one host can share the configuration); 0: any free port (logged)."};
+
+inline constexpr ConfigOption<std::string> kMetricsReporterPromHost{
+    "metrics.reporter.prom.host", "localhost",
+    "Address the Prometheus endpoint listens on (beyond Flink, which listens on all "
+    "interfaces)."};
+
+inline constexpr ConfigOption<std::string> kMetricsReporterSlf4jFactoryClass{
+    "metrics.reporter.slf4j.factory.class", "",
+    "Set to org.apache.flink.metrics.slf4j.Slf4jReporterFactory (or 'log') to write every metric "
+    "of the process to its log every metrics.reporter.slf4j.interval."};
+
+inline constexpr ConfigOption<std::chrono::milliseconds> kMetricsReporterSlf4jInterval{
+    "metrics.reporter.slf4j.interval", std::chrono::milliseconds(60000),
+    "How often the log reporter writes the metrics."};
 
 // Every option above. Keep in declaration order; registeredOptions() sorts.
 inline constexpr std::tuple kAllOptions{
@@ -395,6 +501,30 @@ inline constexpr std::tuple kAllOptions{
     &kExecutionAttached,
     &kBlobStorageDirectory,
     &kEnvLogDir,
+    &kRestBindAddress,
+    &kRestEmbeddedEnabled,
+    &kRestAuthenticationToken,
+    &kSecuritySslRestEnabled,
+    &kSecuritySslRestKeystore,
+    &kSecuritySslRestKey,
+    &kSecuritySslRestTruststore,
+    &kWebRefreshInterval,
+    &kWebCheckpointsHistory,
+    &kWebUploadDir,
+    &kWebSubmitEnable,
+    &kWebCancelEnable,
+    &kMetricsFetcherUpdateInterval,
+    &kMetricsScopeJm,
+    &kMetricsScopeJmJob,
+    &kMetricsScopeTm,
+    &kMetricsScopeTmJob,
+    &kMetricsScopeTask,
+    &kMetricsScopeOperator,
+    &kMetricsReporterPromFactoryClass,
+    &kMetricsReporterPromPort,
+    &kMetricsReporterPromHost,
+    &kMetricsReporterSlf4jFactoryClass,
+    &kMetricsReporterSlf4jInterval,
 };
 
 }  // namespace sluice::options

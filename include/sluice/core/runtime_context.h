@@ -13,6 +13,8 @@
 #include <string>
 #include <variant>
 
+#include <sluice/core/metrics.h>
+
 namespace sluice {
 
 // A value aggregated over all parallel instances and reported in the job's
@@ -76,6 +78,12 @@ class RuntimeContext {
   // one subtask throws; one name with two accumulator types fails the job.
   virtual void addAccumulator(const std::string& name, Accumulator* acc) = 0;
   virtual Accumulator* getAccumulator(const std::string& name) const = 0;
+
+  // This operator's metric group (Flink's OperatorMetricGroup): metrics
+  // registered here are reported with the operator's scope and variables,
+  // by the REST API and every configured reporter. Outside a running job
+  // (test harnesses) a group whose metrics nothing reports.
+  virtual MetricGroup& getMetricGroup() { return unregisteredMetricGroup(); }
 };
 
 }  // namespace sluice

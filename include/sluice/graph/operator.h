@@ -24,6 +24,7 @@
 // the task; the runtime reports the operator, subtask and the exception.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <exception>
@@ -67,11 +68,30 @@ class TaskCancelledException : public std::exception {
 std::string describeCurrentException();
 
 // Where an operator emits. Watermarks and status go to every consumer.
+//
+// The engine's outputs count the records and note the last watermark that
+// pass them (countRecord(), noteWatermark()): the operators' numRecordsIn,
+// numRecordsOut and watermark metrics are read from them, by other threads.
+// Only the task thread writes, so counting is a plain load and store.
 class OutputBase {
  public:
   virtual ~OutputBase() = default;
   virtual void emitWatermark(Watermark watermark) = 0;
   virtual void emitWatermarkStatus(WatermarkStatus status) = 0;
+
+  int64_t recordsCounted() const { return records_.load(std::memory_order_relaxed); }
+  // kMinTimestamp until a watermark passed.
+  int64_t lastWatermark() const { return watermark_.load(std::memory_order_relaxed); }
+
+ protected:
+  void countRecord() {
+    records_.store(records_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  void noteWatermark(int64_t timestamp) { watermark_.store(timestamp, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<int64_t> records_{0};
+  std::atomic<int64_t> watermark_{kMinTimestamp};
 };
 
 template <class T>

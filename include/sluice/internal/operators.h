@@ -49,6 +49,7 @@ class ChainedOutput final : public Output<T> {
         inputIndex_(inputIndex) {}
 
   void collect(const StreamRecord<T>& record) override {
+    this->countRecord();
     try {
       input_.processElement(record);
     } catch (const OperatorFailure&) {
@@ -60,6 +61,7 @@ class ChainedOutput final : public Output<T> {
     }
   }
   void emitWatermark(Watermark watermark) override {
+    this->noteWatermark(watermark.timestamp);
     target_.processWatermark(inputIndex_, watermark);
   }
   void emitWatermarkStatus(WatermarkStatus status) override {
@@ -80,9 +82,11 @@ class FanOutOutput final : public Output<T> {
     for (auto& o : owned_) outputs_.push_back(static_cast<Output<T>*>(o.get()));
   }
   void collect(const StreamRecord<T>& record) override {
+    this->countRecord();
     for (Output<T>* o : outputs_) o->collect(record);
   }
   void emitWatermark(Watermark watermark) override {
+    this->noteWatermark(watermark.timestamp);
     for (Output<T>* o : outputs_) o->emitWatermark(watermark);
   }
   void emitWatermarkStatus(WatermarkStatus status) override {
@@ -97,8 +101,8 @@ class FanOutOutput final : public Output<T> {
 template <class T>
 class DiscardingOutput final : public Output<T> {
  public:
-  void collect(const StreamRecord<T>&) override {}
-  void emitWatermark(Watermark) override {}
+  void collect(const StreamRecord<T>&) override { this->countRecord(); }
+  void emitWatermark(Watermark watermark) override { this->noteWatermark(watermark.timestamp); }
   void emitWatermarkStatus(WatermarkStatus) override {}
 };
 
@@ -211,6 +215,7 @@ class NetworkOutput final : public Output<T> {
       : writer_(writer), selector_(std::move(selector)) {}
 
   void collect(const StreamRecord<T>& record) override {
+    this->countRecord();
     // Small records serialize into a fixed array; larger ones spill into the
     // overflow vector, which keeps its capacity between records.
     DataOutputView out(small_, sizeof small_, overflow_);
@@ -223,7 +228,10 @@ class NetworkOutput final : public Output<T> {
       writer_.emit(c, out.data(), out.size());
     }
   }
-  void emitWatermark(Watermark watermark) override { writer_.broadcastWatermark(watermark); }
+  void emitWatermark(Watermark watermark) override {
+    this->noteWatermark(watermark.timestamp);
+    writer_.broadcastWatermark(watermark);
+  }
   void emitWatermarkStatus(WatermarkStatus status) override {
     writer_.broadcastWatermarkStatus(status);
   }
