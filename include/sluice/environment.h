@@ -125,8 +125,8 @@ class JobClient {
   const std::string& getJobId() const;
   // Where this process serves the REST API and web UI
   // ("http://127.0.0.1:8081"), as Flink's ClusterClient::getWebInterfaceURL;
-  // empty unless the job's configuration turned it on (rest.port or
-  // rest.embedded.enabled).
+  // empty unless the job's configuration turned it on
+  // (rest.embedded.enabled).
   std::string getWebInterfaceURL() const;
 
   // Takes a savepoint into a new directory under `directory` (empty: the

@@ -8,7 +8,6 @@
 
 #include <sluice/core/config_options.h>
 
-#include "core/logging.h"
 #include "core/metric_registry.h"
 #include "rest/job_info.h"
 #include "rest/metric_reporters.h"
@@ -139,9 +138,7 @@ EmbeddedServices& services() {
   return *s;
 }
 
-bool wantsRest(const Configuration& config) {
-  return config.get(options::kRestEmbeddedEnabled) || config.contains(options::kRestPort.key);
-}
+bool wantsRest(const Configuration& config) { return config.get(options::kRestEmbeddedEnabled); }
 
 }  // namespace
 
@@ -168,7 +165,6 @@ void registerEmbeddedJob(const Configuration& config, std::shared_ptr<runtime::J
     o.mode = "embedded";
     auto monitor = std::make_unique<rest::WebMonitor>(s.dispatcher, o);
     if (Status st = monitor->start(); !st.isOk()) throw SluiceException(st.message());
-    log::info("Web UI and REST API of this process at {}", monitor->address());
     s.monitor = std::move(monitor);
   }
 }

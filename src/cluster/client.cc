@@ -30,10 +30,15 @@ namespace {
   throw SluiceException(st.error_message());
 }
 
+void prepare(grpc::ClientContext& context, const std::string& token, int64_t deadlineMs) {
+  setDeadline(context, deadlineMs);
+  if (!token.empty()) context.AddMetadata("authorization", "Bearer " + token);
+}
+
 }  // namespace
 
-ClusterClient::ClusterClient(std::string address)
-    : address_(std::move(address)), stub_(std::make_unique<Stub>()) {
+ClusterClient::ClusterClient(std::string address, std::string token)
+    : address_(std::move(address)), token_(std::move(token)), stub_(std::make_unique<Stub>()) {
   stub_->stub = rpc::JobManagerService::NewStub(makeChannel(address_));
 }
 
@@ -55,10 +60,15 @@ rpc::SubmitJobResponse ClusterClient::submit(const std::string& libraryPath,
   if (auto slash = name.rfind('/'); slash != std::string::npos) name = name.substr(slash + 1);
   req.set_library_name(name);
   for (const auto& a : args) req.add_args(a);
-  toProto(config, req.mutable_config());
+  Configuration sent;
+  for (const std::string& key : config.keys()) {
+    if (key == options::kRestAuthenticationToken.key) continue;
+    sent.setString(key, *config.getString(key), config.source(key));
+  }
+  toProto(sent, req.mutable_config());
   req.set_fingerprint(buildFingerprint());
   grpc::ClientContext ctx;
-  setDeadline(ctx, 120000);
+  prepare(ctx, token_, 120000);
   rpc::SubmitJobResponse resp;
   grpc::Status st = stub_->stub->SubmitJob(&ctx, req, &resp);
   if (!st.ok()) fail(st, address_);
@@ -69,7 +79,7 @@ rpc::JobInfo ClusterClient::job(const std::string& jobId) {
   rpc::JobIdRequest req;
   req.set_job_id(jobId);
   grpc::ClientContext ctx;
-  setDeadline(ctx, 30000);
+  prepare(ctx, token_, 30000);
   rpc::JobInfo info;
   grpc::Status st = stub_->stub->GetJob(&ctx, req, &info);
   if (!st.ok()) fail(st, address_);
@@ -78,7 +88,7 @@ rpc::JobInfo ClusterClient::job(const std::string& jobId) {
 
 std::vector<rpc::JobInfo> ClusterClient::list() {
   grpc::ClientContext ctx;
-  setDeadline(ctx, 30000);
+  prepare(ctx, token_, 30000);
   rpc::Empty e;
   rpc::ListJobsResponse resp;
   grpc::Status st = stub_->stub->ListJobs(&ctx, e, &resp);
@@ -90,7 +100,7 @@ void ClusterClient::cancel(const std::string& jobId) {
   rpc::JobIdRequest req;
   req.set_job_id(jobId);
   grpc::ClientContext ctx;
-  setDeadline(ctx, 30000);
+  prepare(ctx, token_, 30000);
   rpc::Empty e;
   grpc::Status st = stub_->stub->CancelJob(&ctx, req, &e);
   if (!st.ok()) fail(st, address_);
@@ -104,7 +114,7 @@ std::string ClusterClient::savepoint(const std::string& jobId, const std::string
   req.set_stop(stop);
   req.set_drain(drain);
   grpc::ClientContext ctx;
-  setDeadline(ctx, 3600 * 1000);
+  prepare(ctx, token_, 3600 * 1000);
   rpc::SavepointResponse resp;
   grpc::Status st = stub_->stub->TriggerSavepoint(&ctx, req, &resp);
   if (!st.ok()) fail(st, address_);
@@ -125,12 +135,16 @@ std::string jobManagerAddress(const Configuration& config) {
                   config.get(options::kJobManagerRpcPort));
 }
 
+ClusterClient clientFor(const Configuration& config) {
+  return ClusterClient(jobManagerAddress(config), config.get(options::kRestAuthenticationToken));
+}
+
 void installRemoteExecutor(std::string libraryPath, std::vector<std::string> args) {
   setRemoteExecutor([libraryPath = std::move(libraryPath), args = std::move(args)](
                         std::shared_ptr<StreamGraph>, const Configuration& config) {
     Configuration submitted = config;
     submitted.setString(std::string(options::kExecutionTarget.key), "local", "the client");
-    ClusterClient client(jobManagerAddress(config));
+    ClusterClient client = clientFor(config);
     rpc::SubmitJobResponse r = client.submit(libraryPath, args, submitted);
     std::printf("Job has been submitted with JobID %s\n", r.job_id().c_str());
     std::fflush(stdout);

@@ -16,11 +16,14 @@ namespace sluice::cluster {
 
 class ClusterClient {
  public:
-  // `address` is host:port of the JobManager's RPC endpoint.
-  explicit ClusterClient(std::string address);
+  // `address` is host:port of the JobManager's RPC endpoint. A non-empty
+  // `token` (rest.authentication.token) goes with every call as
+  // "authorization: Bearer <token>".
+  explicit ClusterClient(std::string address, std::string token = "");
   ~ClusterClient();
 
-  // Uploads the job library and starts the job; returns its id.
+  // Uploads the job library and starts the job; returns its id. The token
+  // is never part of the configuration sent.
   rpc::SubmitJobResponse submit(const std::string& libraryPath,
                                 const std::vector<std::string>& args, const Configuration& config);
   rpc::JobInfo job(const std::string& jobId);
@@ -37,11 +40,14 @@ class ClusterClient {
  private:
   struct Stub;
   std::string address_;
+  std::string token_;
   std::unique_ptr<Stub> stub_;
 };
 
 // host:port of the JobManager from -m or the configuration.
 std::string jobManagerAddress(const Configuration& config);
+// A client of the JobManager `config` names, with its token.
+ClusterClient clientFor(const Configuration& config);
 
 // Makes execute() with execution.target: remote submit the job library
 // `libraryPath` (the library sluice_add_job builds next to the executable)

@@ -17,6 +17,7 @@
 #include "checkpoint/task_state_codec.h"
 #include "cluster/job_library.h"
 #include "cluster/plan_mode.h"
+#include "cluster/rest_dispatcher.h"
 #include "cluster/rpc_util.h"
 #include "core/logging.h"
 #include "core/random_id.h"
@@ -41,6 +42,7 @@ struct TaskManagerEntry {
   int rpcPort = 0;
   int dataPort = 0;
   int slots = 0;
+  rpc::RegisterTaskManagerRequest registration;  // hardware and memory, for REST
   std::unique_ptr<rpc::TaskExecutorService::Stub> stub;
   // Calls to this TaskManager, in order, off the caller's thread.
   std::unique_ptr<SerialExecutor> out;
@@ -70,10 +72,10 @@ rpc::CheckpointOptionsMsg toProto(const checkpoint::CheckpointOptions& o) {
 
 class RemoteDeployment;
 
-class JobManager::Impl {
+class JobManager::Impl final : public JobManagerBackend {
  public:
   explicit Impl(Configuration config);
-  ~Impl();
+  ~Impl() override;
 
   // ResourceManager: `count` slots for `jobId`, waiting up to
   // slot.request.timeout. Throws RetryableStartFailure naming what was
@@ -96,6 +98,7 @@ class JobManager::Impl {
     int parallelism = 1;
     int tasks = 0;
     std::string startError;  // the job could not start
+    int64_t startFailedMs = -1;
     bool startDone = false;
     std::thread starter;
   };
@@ -120,9 +123,25 @@ class JobManager::Impl {
 
   const Configuration& config() const { return config_; }
   BlobStore& blobs() { return blobs_; }
+  // rest.authentication.token; empty: client calls need none.
+  const std::string& token() const { return token_; }
+
+  // JobManagerBackend (the REST API).
+  std::vector<JobView> jobViews() override;
+  std::optional<JobView> jobView(const std::string& id) override;
+  std::vector<TaskManagerView> taskManagerViews() override;
+  int runningJobs() override;
+  grpc::Status submit(const Submission& submission, std::string* jobId,
+                      std::string* jobName) override;
+  grpc::Status cancel(const std::string& jobId) override;
+  grpc::Status savepoint(const std::string& jobId, const std::string& directory, bool terminate,
+                         bool drain, std::string* path) override;
+  const Configuration& configuration() const override { return config_; }
+  std::string blobDirectory() const override { return blobs_.directory(); }
 
  private:
   std::shared_ptr<JobEntry> findJob(const std::string& id);
+  JobView viewOf(const JobEntry& job) const;  // caller holds mu_
   // The job's deployment, when `attempt` is its running attempt.
   std::shared_ptr<RemoteDeployment> currentDeployment(JobEntry& job, int attempt);
   void fillInfo(JobEntry& job, rpc::JobInfo* info);
@@ -130,10 +149,13 @@ class JobManager::Impl {
   void taskManagerLost(const std::shared_ptr<TaskManagerEntry>& tm, const std::string& why);
 
   const Configuration config_;
+  const std::string token_;
   BlobStore blobs_;
   std::unique_ptr<grpc::Service> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
+  // The REST API, web UI and metrics; stopped first, it calls into the rest.
+  std::unique_ptr<ClusterRest> rest_;
 
   std::mutex mu_;
   std::condition_variable slotsChanged_;
@@ -162,6 +184,7 @@ class RemoteDeployment final : public runtime::TaskDeployment {
   }
   void start() override;
   void join() override;
+  runtime::TaskLocation location(int vertex, int subtask) const override;
 
   // From the TaskManagers (any thread).
   void taskUpdate(const rpc::TaskStateUpdate& update);
@@ -204,6 +227,10 @@ class RemoteDeployment final : public runtime::TaskDeployment {
   bool closed_ = false;
   runtime::TaskEvents* events_ = nullptr;
   std::vector<std::shared_ptr<TaskManagerEntry>> slots_;  // per slot index
+  // Where each slot of the latest attempt is, for location(): its own lock,
+  // as the scheduler asks with its lock held.
+  mutable std::mutex locationMu_;
+  std::vector<runtime::TaskLocation> slotLocations_;
   std::vector<std::vector<std::unique_ptr<RemoteTask>>> tasks_;
   std::vector<std::vector<std::unique_ptr<RemoteTask>>> previous_;
   std::set<std::pair<int, int>> running_;  // not yet ended
@@ -228,6 +255,9 @@ class DeploymentHandle final : public runtime::TaskDeployment {
   }
   void start() override { d_->start(); }
   void join() override { d_->join(); }
+  runtime::TaskLocation location(int vertex, int subtask) const override {
+    return d_->location(vertex, subtask);
+  }
 
  private:
   std::shared_ptr<RemoteDeployment> d_;
@@ -359,6 +389,13 @@ std::vector<std::vector<runtime::TaskControl*>> RemoteDeployment::deploy(const A
         "state.checkpoints.dir on a filesystem every process reaches");
   }
   incrementalShared_ = attempt.incrementalSharedDirectory;
+  {
+    std::lock_guard locations(locationMu_);
+    slotLocations_.clear();
+    for (const auto& tm : slots_) {
+      slotLocations_.push_back({tm->host, tm->id, hostPort(tm->host, tm->rpcPort)});
+    }
+  }
   running_.clear();
   std::vector<std::vector<runtime::TaskControl*>> controls(jobGraph_.vertices.size());
   tasks_.resize(jobGraph_.vertices.size());
@@ -442,6 +479,13 @@ void RemoteDeployment::ended(int vertex, int subtask, runtime::TaskResult result
   cv_.notify_all();
 }
 
+runtime::TaskLocation RemoteDeployment::location(int, int subtask) const {
+  // Subtask i of every vertex runs in the job's slot i.
+  std::lock_guard lock(locationMu_);
+  if (subtask < 0 || static_cast<size_t>(subtask) >= slotLocations_.size()) return {};
+  return slotLocations_[static_cast<size_t>(subtask)];
+}
+
 void RemoteDeployment::join() {
   {
     std::unique_lock lock(mu_);
@@ -523,8 +567,9 @@ class Service final : public rpc::JobManagerService::Service {
                            rpc::Empty*) override {
     return jm_.sourceEvent(*r);
   }
-  grpc::Status SubmitJob(grpc::ServerContext*, const rpc::SubmitJobRequest* r,
+  grpc::Status SubmitJob(grpc::ServerContext* ctx, const rpc::SubmitJobRequest* r,
                          rpc::SubmitJobResponse* resp) override {
+    if (grpc::Status st = authorize(*ctx, "submit a job"); !st.ok()) return st;
     return jm_.submitJob(*r, resp);
   }
   grpc::Status ListJobs(grpc::ServerContext*, const rpc::Empty*,
@@ -535,15 +580,51 @@ class Service final : public rpc::JobManagerService::Service {
                       rpc::JobInfo* resp) override {
     return jm_.getJob(*r, resp);
   }
-  grpc::Status CancelJob(grpc::ServerContext*, const rpc::JobIdRequest* r, rpc::Empty*) override {
+  grpc::Status CancelJob(grpc::ServerContext* ctx, const rpc::JobIdRequest* r,
+                         rpc::Empty*) override {
+    if (grpc::Status st = authorize(*ctx, "cancel a job"); !st.ok()) return st;
     return jm_.cancelJob(*r);
   }
-  grpc::Status TriggerSavepoint(grpc::ServerContext*, const rpc::SavepointRequest* r,
+  grpc::Status TriggerSavepoint(grpc::ServerContext* ctx, const rpc::SavepointRequest* r,
                                 rpc::SavepointResponse* resp) override {
+    if (grpc::Status st = authorize(*ctx, r->stop() ? "stop a job" : "take a savepoint");
+        !st.ok()) {
+      return st;
+    }
     return jm_.triggerSavepoint(*r, resp);
   }
 
  private:
+  // With rest.authentication.token set, a client call that changes a job
+  // must carry "authorization: Bearer <token>".
+  grpc::Status authorize(const grpc::ServerContext& ctx, const char* what) const {
+    const std::string& token = jm_.token();
+    if (token.empty()) return grpc::Status::OK;
+    const auto& md = ctx.client_metadata();
+    auto it = md.find("authorization");
+    const char* problem = "carries no token";
+    if (it != md.end()) {
+      const std::string got(it->second.data(), it->second.size());
+      if (tokenMatches(got, "Bearer " + token)) return grpc::Status::OK;
+      problem = "carries a wrong token";
+    }
+    log::warn("Refused a client's call to {}: it {} (rest.authentication.token)", what, problem);
+    return grpc::Status(
+        grpc::StatusCode::UNAUTHENTICATED,
+        fmt::format("the JobManager requires rest.authentication.token to {} and the request {}; "
+                    "give the client the token (-D rest.authentication.token=... or config.yaml)",
+                    what, problem));
+  }
+  // Compares without stopping at the first difference.
+  static bool tokenMatches(const std::string& got, const std::string& expected) {
+    unsigned diff = got.size() == expected.size() ? 0U : 1U;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      diff |= static_cast<unsigned char>(i < got.size() ? got[i] : 0) ^
+              static_cast<unsigned char>(expected[i]);
+    }
+    return diff == 0;
+  }
+
   JobManager::Impl& jm_;
 };
 
@@ -555,7 +636,9 @@ grpc::Status notFound(const std::string& jobId) {
 }  // namespace
 
 JobManager::Impl::Impl(Configuration config)
-    : config_(std::move(config)), blobs_(config_.get(options::kBlobStorageDirectory)) {
+    : config_(std::move(config)),
+      token_(config_.get(options::kRestAuthenticationToken)),
+      blobs_(config_.get(options::kBlobStorageDirectory)) {
   service_ = std::make_unique<Service>(*this);
   const std::string address =
       hostPort(config_.get(options::kJobManagerBindHost), config_.get(options::kJobManagerRpcPort));
@@ -563,6 +646,12 @@ JobManager::Impl::Impl(Configuration config)
                         "jobmanager.bind-host, jobmanager.rpc.port");
   log::info("JobManager listening on {} (blob store {})",
             hostPort(config_.get(options::kJobManagerBindHost), port_), blobs_.directory());
+  if (!token_.empty()) {
+    log::info(
+        "Client calls that change jobs need the token (rest.authentication.token); TaskManager "
+        "calls do not");
+  }
+  rest_ = std::make_unique<ClusterRest>(*this, config_);
   heartbeatMonitor_ = std::thread([this] { monitorHeartbeats(); });
 }
 
@@ -583,6 +672,9 @@ JobManager::Impl::~Impl() {
       j->run->wait();
     }
   }
+  // The REST endpoint stops once the jobs ended, so that a request waiting
+  // for one (a savepoint) has returned.
+  rest_.reset();
   // The runs, with their deployments, go before the TaskManager entries.
   {
     std::lock_guard lock(mu_);
@@ -624,6 +716,7 @@ grpc::Status JobManager::Impl::registerTaskManager(const rpc::RegisterTaskManage
   tm->rpcPort = req.rpc_port();
   tm->dataPort = req.data_port();
   tm->slots = req.number_of_slots();
+  tm->registration = req;
   tm->slotOwner.assign(static_cast<size_t>(tm->slots), "");
   tm->stub = rpc::TaskExecutorService::NewStub(makeChannel(hostPort(tm->host, tm->rpcPort)));
   tm->out = std::make_unique<SerialExecutor>("rpc-tm");
@@ -855,13 +948,33 @@ grpc::Status JobManager::Impl::submitJob(const rpc::SubmitJobRequest& req,
                                     "JobManager [{}]",
                                     req.fingerprint(), buildFingerprint()));
   }
+  Submission submission;
+  submission.library = req.library();
+  submission.libraryName = req.library_name();
+  submission.args.assign(req.args().begin(), req.args().end());
+  submission.config = fromProto(req.config(), "the submission");
+  std::string id, name;
+  grpc::Status st = submit(submission, &id, &name);
+  if (!st.ok()) return st;
+  resp->set_job_id(id);
+  resp->set_job_name(name);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobManager::Impl::submit(const Submission& submission, std::string* jobId,
+                                      std::string* jobName) {
   auto job = std::make_shared<JobEntry>();
   job->id = randomHexId();
-  job->libraryName = req.library_name().empty() ? "job library" : req.library_name();
-  job->args.assign(req.args().begin(), req.args().end());
-  job->submitted = fromProto(req.config(), "the submission");
+  job->libraryName = submission.libraryName.empty() ? "job library" : submission.libraryName;
+  job->args = submission.args;
+  // The token is the cluster's, never a job's: the job's configuration is
+  // shown over REST and handed to every TaskManager.
+  for (const std::string& key : submission.config.keys()) {
+    if (key == options::kRestAuthenticationToken.key) continue;
+    job->submitted.setString(key, *submission.config.getString(key), submission.config.source(key));
+  }
   try {
-    job->blobKey = blobs_.put(req.library());
+    job->blobKey = blobs_.put(submission.library);
     std::shared_ptr<JobLibrary> lib = JobLibrary::load(blobs_.path(job->blobKey));
     job->plan = capturePlan(lib->main(), job->libraryName, job->args, job->submitted);
   } catch (const std::exception& e) {
@@ -889,16 +1002,20 @@ grpc::Status JobManager::Impl::submitJob(const rpc::SubmitJobRequest& req,
   job->startTimeMs = epochMs();
   {
     std::lock_guard lock(mu_);
+    // Jobs that arrive while the JobManager stops would outlive it.
+    if (stop_)
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the JobManager is shutting down");
     jobs_[job->id] = job;
     jobOrder_.push_back(job->id);
   }
   log::info("Submitted job '{}' ({}) from {}", job->name, job->id, job->libraryName);
-  resp->set_job_id(job->id);
-  resp->set_job_name(job->name);
+  *jobId = job->id;
+  *jobName = job->name;
   job->starter = std::thread([this, job] {
     runtime::MiniClusterOptions o;
     o.configuration = job->plan.configuration;
     o.segmentSize = config_.get(options::kTaskManagerMemorySegmentSize).bytes;
+    o.metricVariables["<host>"] = config_.get(options::kJobManagerRpcAddress);
     try {
       auto run = runtime::JobRun::start(
           job->plan.graph, o,
@@ -920,6 +1037,7 @@ grpc::Status JobManager::Impl::submitJob(const rpc::SubmitJobRequest& req,
       std::lock_guard lock(mu_);
       if (job->deployment) job->deployment->close();
       job->startError = e.what();
+      job->startFailedMs = epochMs();
       job->startDone = true;
     }
   });
@@ -1023,6 +1141,95 @@ grpc::Status JobManager::Impl::triggerSavepoint(const rpc::SavepointRequest& req
                         fmt::format("the savepoint of job {} failed: {}", req.job_id(), e.what()));
   }
   return grpc::Status::OK;
+}
+
+// ---- the REST API's view (JobManagerBackend) ---------------------------------------------
+
+JobManagerBackend::JobView JobManager::Impl::viewOf(const JobEntry& job) const {
+  JobView v;
+  v.id = job.id;
+  v.name = job.name;
+  v.startTimeMs = job.startTimeMs;
+  v.endTimeMs = job.startFailedMs;
+  v.graph = job.plan.graph;
+  v.run = job.run;
+  v.waitingForSlots = !job.startDone && job.deployment != nullptr;
+  v.startError = job.startError;
+  return v;
+}
+
+std::vector<JobManagerBackend::JobView> JobManager::Impl::jobViews() {
+  std::lock_guard lock(mu_);
+  std::vector<JobView> out;
+  for (auto it = jobOrder_.rbegin(); it != jobOrder_.rend(); ++it) {
+    out.push_back(viewOf(*jobs_.at(*it)));
+  }
+  return out;
+}
+
+std::optional<JobManagerBackend::JobView> JobManager::Impl::jobView(const std::string& id) {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return std::nullopt;
+  return viewOf(*it->second);
+}
+
+std::vector<JobManagerBackend::TaskManagerView> JobManager::Impl::taskManagerViews() {
+  const auto steadyNow = SteadyClock::now();
+  const int64_t now = epochMs();
+  std::lock_guard lock(mu_);
+  std::vector<TaskManagerView> out;
+  for (const auto& t : taskManagers_) {
+    TaskManagerView v;
+    v.id = t->id;
+    v.host = t->host;
+    v.rpcPort = t->rpcPort;
+    v.dataPort = t->dataPort;
+    v.slots = t->slots;
+    v.freeSlots = t->freeSlots();
+    v.lastHeartbeatEpochMs =
+        now -
+        std::chrono::duration_cast<std::chrono::milliseconds>(steadyNow - t->lastHeartbeat).count();
+    v.cpuCores = t->registration.cpu_cores();
+    v.physicalMemory = t->registration.physical_memory();
+    v.freeMemory = t->registration.free_memory();
+    v.managedMemory = t->registration.managed_memory();
+    v.networkMemory = t->registration.network_memory();
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+int JobManager::Impl::runningJobs() {
+  std::vector<std::shared_ptr<runtime::JobRun>> runs;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, j] : jobs_) {
+      if (j->run) runs.push_back(j->run);
+    }
+  }
+  int n = 0;
+  for (const auto& r : runs) n += r->state() == JobStatus::kRunning ? 1 : 0;
+  return n;
+}
+
+grpc::Status JobManager::Impl::cancel(const std::string& jobId) {
+  rpc::JobIdRequest req;
+  req.set_job_id(jobId);
+  return cancelJob(req);
+}
+
+grpc::Status JobManager::Impl::savepoint(const std::string& jobId, const std::string& directory,
+                                         bool terminate, bool drain, std::string* path) {
+  rpc::SavepointRequest req;
+  req.set_job_id(jobId);
+  req.set_target_directory(directory);
+  req.set_stop(terminate);
+  req.set_drain(drain);
+  rpc::SavepointResponse resp;
+  grpc::Status st = triggerSavepoint(req, &resp);
+  if (st.ok()) *path = resp.path();
+  return st;
 }
 
 // ---- JobManager --------------------------------------------------------------------------

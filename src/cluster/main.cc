@@ -202,7 +202,7 @@ int run(const Args& a) {
         "is [{}], this sluice's is [{}]; rebuild the job against this Sluice",
         library, theirs, sluice::cluster::buildFingerprint()));
   }
-  sluice::cluster::ClusterClient client(sluice::cluster::jobManagerAddress(a.config));
+  sluice::cluster::ClusterClient client = sluice::cluster::clientFor(a.config);
   auto r = client.submit(library, jobArgs, a.config);
   std::printf("Job has been submitted with JobID %s\n", r.job_id().c_str());
   std::fflush(stdout);
@@ -220,7 +220,7 @@ int run(const Args& a) {
 }
 
 int list(const Args& a) {
-  sluice::cluster::ClusterClient client(sluice::cluster::jobManagerAddress(a.config));
+  sluice::cluster::ClusterClient client = sluice::cluster::clientFor(a.config);
   auto jobs = client.list();
   std::vector<sluice::rpc::JobInfo> running, scheduled, ended;
   for (auto& j : jobs) {
@@ -282,7 +282,7 @@ int dispatch(const std::string& action, int argc, char** argv) {
   Args a = parse(action, argc, argv);
   if (action == "run") return run(a);
   if (action == "list") return list(a);
-  sluice::cluster::ClusterClient client(sluice::cluster::jobManagerAddress(a.config));
+  sluice::cluster::ClusterClient client = sluice::cluster::clientFor(a.config);
   if (action == "cancel") {
     std::string id = jobIdArg(a, "cancel");
     std::printf("Cancelling job %s.\n", id.c_str());

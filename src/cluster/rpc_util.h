@@ -10,6 +10,7 @@
 #include <sluice/core/config.h>
 
 #include "cluster.grpc.pb.h"
+#include "core/metric_registry.h"
 
 namespace sluice::cluster {
 
@@ -29,6 +30,13 @@ void setDeadline(grpc::ClientContext& context, int64_t ms);
 void toProto(const Configuration& config, google::protobuf::RepeatedPtrField<rpc::KeyValue>* out);
 Configuration fromProto(const google::protobuf::RepeatedPtrField<rpc::KeyValue>& kvs,
                         const std::string& source);
+
+// Metric samples over RPC (TaskExecutorService.GetMetrics). A histogram's
+// sample travels thinned to at most kMaxHistogramValues values (its
+// quantiles stay close); fromProto skips samples of unknown kind or type.
+inline constexpr size_t kMaxHistogramValues = 1024;
+void toProto(const std::vector<metrics::MetricSample>& samples, rpc::MetricDump* out);
+std::vector<metrics::MetricSample> fromProto(const rpc::MetricDump& dump);
 
 // "host:port" for messages and channels.
 std::string hostPort(const std::string& host, int port);

@@ -22,8 +22,11 @@
 #include "cluster/plan_mode.h"
 #include "cluster/rpc_util.h"
 #include "core/logging.h"
+#include "core/metric_registry.h"
 #include "core/random_id.h"
 #include "core/serial_executor.h"
+#include "rest/metric_reporters.h"
+#include "runtime/process_metrics.h"
 #include "runtime/task_group.h"
 
 namespace sluice::cluster {
@@ -130,6 +133,7 @@ class TaskManager::Impl final : public rpc::TaskExecutorService::Service {
   DataPlane& dataPlane() { return *dataPlane_; }
   const Configuration& config() const { return config_; }
   const std::string& id() const { return id_; }
+  const std::string& host() const { return host_; }
 
   grpc::Status Deploy(grpc::ServerContext*, const rpc::DeployRequest* req, rpc::Empty*) override;
   grpc::Status CancelAttempt(grpc::ServerContext*, const rpc::AttemptRequest* req,
@@ -143,6 +147,11 @@ class TaskManager::Impl final : public rpc::TaskExecutorService::Service {
   grpc::Status AssignSplit(grpc::ServerContext*, const rpc::SplitRequest* req,
                            rpc::Empty*) override;
   grpc::Status Heartbeat(grpc::ServerContext*, const rpc::Empty*, rpc::Empty*) override {
+    return grpc::Status::OK;
+  }
+  grpc::Status GetMetrics(grpc::ServerContext*, const rpc::Empty*, rpc::MetricDump* resp) override {
+    // Ended tasks' final values too: the REST API shows them.
+    toProto(metrics::MetricRegistry::process().snapshotWithRetired(), resp);
     return grpc::Status::OK;
   }
 
@@ -163,6 +172,9 @@ class TaskManager::Impl final : public rpc::TaskExecutorService::Service {
   const std::string id_;
   std::string host_;
   BlobStore blobs_;
+  // Status.* metrics of this process, and its reporters (Prometheus, log).
+  std::shared_ptr<metrics::MetricGroupImpl> processMetrics_;
+  std::unique_ptr<rest::MetricReporters> reporters_;
   std::unique_ptr<DataPlane> dataPlane_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<rpc::JobManagerService::Stub> jm_;
@@ -235,6 +247,10 @@ AttemptRun::AttemptRun(TaskManager::Impl& tm, std::shared_ptr<JobPlan> plan,
   o.buffersPerChannel = tmc.get(options::kTaskManagerNetworkMemoryBuffersPerChannel);
   o.floatingBuffers = tmc.get(options::kTaskManagerNetworkMemoryFloatingBuffersPerGate);
   o.configuration = plan_->plan.configuration;
+  o.metricVariables = {{"<host>", tm_.host()},
+                       {"<tm_id>", tm_.id()},
+                       {"<job_id>", jobId_},
+                       {"<job_name>", jg.jobName}};
   checkpointIo_ = std::make_unique<SerialExecutor>("checkpoint-io");
   runtime::TaskGroupSpec spec;
   spec.attempt = attempt_;
@@ -377,6 +393,15 @@ TaskManager::Impl::Impl(Configuration config)
       id_(fmt::format("tm-{}", randomHexId().substr(0, 12))),
       blobs_(config_.get(options::kBlobStorageDirectory)) {
   host_ = config_.get(options::kTaskManagerHost);
+  metrics::MetricRegistry::process().configure(config_);
+  processMetrics_ = runtime::registerProcessMetrics({{"<host>", host_}, {"<tm_id>", id_}}, config_);
+  Result<std::unique_ptr<rest::MetricReporters>> reporters =
+      rest::MetricReporters::start(config_, metrics::MetricRegistry::process());
+  if (!reporters.isOk()) {
+    throw SluiceException(fmt::format("TaskManager {}: {}", id_, reporters.status().message()));
+  }
+  // The Prometheus reporter logs the port it bound.
+  reporters_ = std::move(reporters).value();
   const std::string bind = config_.get(options::kTaskManagerBindHost);
   DataPlaneOptions d;
   d.bindHost = bind;
@@ -416,6 +441,7 @@ TaskManager::Impl::~Impl() {
     attempts_.clear();
   }
   out_.reset();
+  if (reporters_) reporters_->stop();
 }
 
 void TaskManager::Impl::wait() {
@@ -462,6 +488,14 @@ bool TaskManager::Impl::registerOnce() {
   req.set_data_port(dataPort_);
   req.set_number_of_slots(config_.get(options::kTaskManagerNumberOfTaskSlots));
   req.set_fingerprint(buildFingerprint());
+  const runtime::HardwareInfo hw = runtime::hardwareInfo();
+  req.set_cpu_cores(hw.cpuCores);
+  req.set_physical_memory(hw.physicalMemory);
+  req.set_free_memory(hw.freeMemory);
+  req.set_managed_memory(
+      static_cast<int64_t>(config_.get(options::kTaskManagerMemoryManagedSize).bytes));
+  req.set_network_memory(
+      static_cast<int64_t>(config_.get(options::kTaskManagerMemoryNetworkMax).bytes));
   grpc::ClientContext ctx;
   setDeadline(ctx, 5000);
   rpc::RegisterTaskManagerResponse resp;

@@ -3,7 +3,10 @@
 // deployment it loads the job library from the blob store, rebuilds the
 // job's graph in plan mode, restores the assigned state from the checkpoint
 // directory, and runs a TaskGroup whose channels to other TaskManagers go
-// through its data plane.
+// through its data plane. Its tasks' metrics and its own (Status.*) are in
+// the process's registry: the JobManager fetches them over RPC
+// (GetMetrics) for the REST API, and the reporters configured here
+// (metrics.reporter.*) serve them from this process.
 //
 // Thread-safe. RPCs run on gRPC's threads; one thread heartbeats (and
 // registers again when the JobManager forgot this TaskManager).

@@ -31,6 +31,8 @@ std::string aggregateState(const std::vector<runtime::SubtaskStatus>& subtasks) 
   return subtasks.front().state;
 }
 
+}  // namespace
+
 const char* shipStrategy(PartitionKind kind) {
   switch (kind) {
     case PartitionKind::kHash: return "HASH";
@@ -45,6 +47,8 @@ const char* shipStrategy(PartitionKind kind) {
   }
   return "FORWARD";
 }
+
+namespace {
 
 const char* recordStatus(checkpoint::CheckpointRecord::Status s) {
   switch (s) {

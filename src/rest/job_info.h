@@ -11,6 +11,9 @@
 
 namespace sluice::rest {
 
+// Flink's ship strategy name of a partitioning ("HASH", "FORWARD", ...).
+const char* shipStrategy(PartitionKind kind);
+
 // `run` as the REST API shows it. Thread-safe (reads the run's locked state).
 JobInfo describeJob(runtime::JobRun& run);
 

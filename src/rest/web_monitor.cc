@@ -307,6 +307,16 @@ struct WebMonitor::Impl {
           message = fmt::format("Request body is too large (at most {} bytes)", kUploadMaxBytes);
           break;
         case 414: message = "Request URI is too long"; break;
+        case 400:
+          if ((req.method == "POST" || req.method == "PATCH" || req.method == "PUT") &&
+              !req.has_header("Content-Length")) {
+            message = fmt::format(
+                "Bad request: {} {} needs a Content-Length header, 0 for no body (curl: -d '')",
+                req.method, escapeForMessage(req.path));
+            break;
+          }
+          message = "Bad request (400)";
+          break;
         default: message = fmt::format("Bad request ({})", res.status); break;
       }
       sendError(res, res.status, message);

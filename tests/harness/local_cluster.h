@@ -122,18 +122,27 @@ class LocalCluster {
 
   static std::string binary() { return SLUICE_BIN; }
 
-  void startJobManager() {
+  // The JobManager's REST endpoint gets a free port on 127.0.0.1 (restPort()).
+  // `extra` are -D settings for the JobManager only, after those of every
+  // process.
+  void startJobManager(const std::vector<std::string>& extra = {}) {
     jobManager_ = std::make_unique<ChildProcess>();
-    std::vector<std::string> argv = {binary(), "jobmanager", "-D", "jobmanager.rpc.port=0"};
+    std::vector<std::string> argv = {binary(), "jobmanager",  "-D", "jobmanager.rpc.port=0",
+                                     "-D",     "rest.port=0", "-D", "rest.bind-address=127.0.0.1"};
     addConfig(argv, "jm");
+    for (const auto& c : extra) argv.insert(argv.end(), {"-D", c});
     jobManager_->start(argv, dir_ / "jobmanager.out", dir_);
     std::smatch m;
     const std::regex listening("JobManager listening on [^ ]*:([0-9]+)");
+    const std::regex rest("REST API and web UI at (https?://[^ \\r\\n]*:([0-9]+))");
     waitFor(
         [&] {
           std::string out = jobManager_->output();
           if (!std::regex_search(out, m, listening)) return false;
           port_ = std::stoi(m[1]);
+          if (!std::regex_search(out, m, rest)) return false;
+          restUrl_ = m[1];
+          restPort_ = std::stoi(m[2]);
           return true;
         },
         "the JobManager to listen", *jobManager_);
@@ -160,6 +169,9 @@ class LocalCluster {
   ChildProcess& jobManager() { return *jobManager_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   int port() const { return port_; }
+  // The JobManager's REST API and web UI: its port and "http://127.0.0.1:<port>".
+  int restPort() const { return restPort_; }
+  const std::string& restUrl() const { return restUrl_; }
 
   // Runs `sluice <action> -m <jm> args...` and waits for it.
   CliResult cli(const std::string& action, const std::vector<std::string>& args,
@@ -273,6 +285,8 @@ class LocalCluster {
   std::unique_ptr<ChildProcess> jobManager_;
   std::vector<std::unique_ptr<ChildProcess>> taskManagers_;
   int port_ = 0;
+  int restPort_ = 0;
+  std::string restUrl_;
   int cliRuns_ = 0;
 };
 

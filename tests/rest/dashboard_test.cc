@@ -39,6 +39,7 @@ class SlowSink final : public Sink<int64_t> {
 
 TEST(DashboardTest, JobGraphBackpressureAndCheckpointsShowInTheBrowser) {
   Configuration c;
+  c.set(options::kRestEmbeddedEnabled, true);
   c.set(options::kRestPort, 0);
   c.set(options::kWebRefreshInterval, milliseconds(500));
   c.set(options::kExecutionCheckpointingInterval, milliseconds(300));

@@ -1,5 +1,5 @@
 // Metrics and the REST API of an embedded job, read over HTTP from the job
-// process's own endpoint (rest.port): record counts of a bounded job per
+// process's own endpoint (rest.embedded.enabled): record counts of a bounded job per
 // operator, backpressure upstream of a slow sink, watermarks, checkpoint
 // counters, and the errors of bad requests.
 #include <httplib.h>
@@ -44,9 +44,10 @@ class DiscardingSink final : public Sink<T> {
 };
 
 // The REST endpoint of this process: started by the first job configured
-// with rest.port 0; every later job of the process is served by it too.
+// with rest.embedded.enabled and rest.port 0; every later job of the process is served by it too.
 Configuration restConfig() {
   Configuration c;
+  c.set(options::kRestEmbeddedEnabled, true);
   c.set(options::kRestPort, 0);
   return c;
 }
@@ -109,7 +110,7 @@ TEST(EmbeddedMetricsTest, BoundedJobCountsEveryRecordPerOperator) {
       .sinkTo(DiscardingSink<int64_t>(), "Sink");
   JobClient client = env.executeAsync("counting");
   const std::string url = client.getWebInterfaceURL();
-  ASSERT_FALSE(url.empty()) << "rest.port is set: the job process must serve REST";
+  ASSERT_FALSE(url.empty()) << "rest.embedded.enabled is set: the job process must serve REST";
   client.getJobExecutionResult();
 
   Rest rest(url);

@@ -264,7 +264,7 @@ inline constexpr ConfigOption<std::string> kJobManagerBindHost{
 inline constexpr ConfigOption<int32_t> kRestPort{
     "rest.port", 8081,
     "Port of the REST API and web UI: the JobManager's, and in embedded mode the job process's "
-    "(see rest.embedded.enabled); 0: any free port (logged)."};
+    "when rest.embedded.enabled is set; 0: any free port (logged)."};
 
 inline constexpr ConfigOption<std::string> kRestAddress{
     "rest.address", "localhost",
@@ -341,8 +341,8 @@ inline constexpr ConfigOption<std::string> kRestBindAddress{
 inline constexpr ConfigOption<bool> kRestEmbeddedEnabled{
     "rest.embedded.enabled", false,
     "Embedded mode only (beyond Flink): serve the REST API and web UI from the job's own process "
-    "on rest.port while it runs, as Flink's local environment with the web UI. Setting rest.port "
-    "explicitly in the job's configuration turns it on too."};
+    "on rest.bind-address:rest.port while it runs, as Flink's local environment with the web "
+    "UI."};
 
 inline constexpr ConfigOption<std::string> kRestAuthenticationToken{
     "rest.authentication.token", "",
@@ -366,7 +366,8 @@ inline constexpr ConfigOption<std::string> kSecuritySslRestKey{
 
 inline constexpr ConfigOption<std::string> kSecuritySslRestTruststore{
     "security.ssl.rest.truststore", "",
-    "PEM file with the certificates a REST client (the CLI) trusts; empty: the system's."};
+    "PEM file with the certificates a REST client trusts; empty: the system's. Reserved: the CLI "
+    "talks to the JobManager over gRPC, not REST."};
 
 inline constexpr ConfigOption<std::chrono::milliseconds> kWebRefreshInterval{
     "web.refresh-interval", std::chrono::milliseconds(3000),

@@ -36,12 +36,16 @@ export function onConnectionChange(f) {
 
 let refreshMs = 3000;
 export const refreshInterval = () => refreshMs;
+// web.cancel.enable: whether the UI offers to cancel jobs.
+let cancelEnabled = true;
+export const webCancelEnabled = () => cancelEnabled;
 
 export async function loadConfig() {
   try {
     const cfg = await get('/config');
     const r = Number(cfg['refresh-interval']);
     if (r >= 200) refreshMs = r;
+    if (cfg.features && cfg.features['web-cancel'] === false) cancelEnabled = false;
     return cfg;
   } catch (e) {
     return {};

@@ -2,7 +2,7 @@
 // job graph, and tabs for the selected vertex, checkpoints, exceptions and
 // the job's metrics.
 import { useEffect, useState } from 'preact/hooks';
-import { get, mutate } from '../api.js';
+import { get, mutate, webCancelEnabled } from '../api.js';
 import { ErrorBox, Loading, StateBadge, TERMINAL_STATES } from '../components.jsx';
 import {
   DASH,
@@ -451,7 +451,7 @@ export function JobPage({ jid, tab }) {
           </div>
         </div>
         <div class="job-actions">
-          <CancelButton jid={jid} disabled={terminal} />
+          {webCancelEnabled() ? <CancelButton jid={jid} disabled={terminal} /> : null}
           <SavepointAction jid={jid} disabled={terminal} />
         </div>
       </div>
