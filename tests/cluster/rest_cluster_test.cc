@@ -494,15 +494,19 @@ TEST(ClusterRestTest, EveryProcessServesItsOwnMetricsToPrometheus) {
     auto r = c.Get("/metrics");
     return r && r->status == 200 ? r->body : std::string();
   };
-  // The TaskManager: its tasks' counters with the job's labels, and its own Status.*.
-  const std::regex records("flink_taskmanager_job_task_numRecordsOut\\{[^}]*job_id=\"" + job +
-                           "\"[^}]*\\} ([0-9.e+]+)");
+  // The TaskManager: its operators' counters with the job's labels (some
+  // operator emits, however the job is chained), and its own Status.*.
+  const std::regex records("flink_taskmanager_job_task_operator_numRecordsOut\\{[^}]*job_id=\"" +
+                           job + "\"[^}]*\\} ([0-9.e+]+)");
   std::string tm;
   EXPECT_TRUE(waitUntil(
       [&] {
         tm = scrape(tmPort);
-        std::smatch m;
-        return std::regex_search(tm, m, records) && std::stod(m[1]) > 0;
+        for (auto it = std::sregex_iterator(tm.begin(), tm.end(), records);
+             it != std::sregex_iterator(); ++it) {
+          if (std::stod((*it)[1]) > 0) return true;
+        }
+        return false;
       },
       milliseconds(60000)))
       << tm.substr(0, 4000);
