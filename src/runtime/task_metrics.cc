@@ -84,19 +84,15 @@ void TaskMetrics::registerIo(Io io) {
   g.counterView("numBytesOut", bytesOut);
   g.rateView("numBytesOutPerSecond", bytesOut);
   g.timePerSecondView("idleTimeMsPerSecond", [this] { return idleNanos(); });
-  g.timePerSecondView("backPressuredTimeMsPerSecond", [pools = io.outputPools] {
-    int64_t n = 0;
-    for (const BufferPool* p : pools) n += p->waitedNanos();
-    return n;
-  });
-  g.remainderPerSecondView("busyTimeMsPerSecond",
-                           {"idleTimeMsPerSecond", "backPressuredTimeMsPerSecond"});
-  // Flink's accumulated times, in ms since the task started running.
   auto backpressured = [pools = io.outputPools] {
     int64_t n = 0;
     for (const BufferPool* p : pools) n += p->waitedNanos();
     return n;
   };
+  g.timePerSecondView("backPressuredTimeMsPerSecond", backpressured);
+  g.remainderPerSecondView("busyTimeMsPerSecond",
+                           {"idleTimeMsPerSecond", "backPressuredTimeMsPerSecond"});
+  // Flink's accumulated times, in ms since the task started running.
   const int64_t started = nowNanos();
   g.counterView("accumulatedIdleTimeMs", [this] { return idleNanos() / 1'000'000; });
   g.counterView("accumulatedBackPressuredTimeMs",
