@@ -439,5 +439,42 @@ TEST(KillRestoreSigtermTest, TwoSigtermsInARowEndTheProcess) {
   EXPECT_TRUE(job->signalledBy(SIGTERM)) << job->describeStatus() << scenario.logs();
 }
 
+
+// The check itself, on output written here: it takes any interleaving of the
+// two source subtasks (here the second subtask's records all come first, so
+// key 0 meets record 3007 before record 0, whose step is 0), and it names a
+// record counted twice in place of another.
+TEST(CrashJobOutputCheckTest, AcceptsAnyInterleavingAndNamesARecordCountedTwice) {
+  constexpr int64_t kKeys = 97;
+  auto write = [](const fs::path& dir, const std::vector<int64_t>& order) {
+    fs::create_directories(dir);
+    std::map<int64_t, std::pair<int64_t, int64_t>> running;  // key -> count, sum
+    std::ofstream out(dir / "part-0-0");
+    for (int64_t i : order) {
+      auto& [c, s] = running[i % kKeys];
+      ++c;
+      s += i;
+      out << i % kKeys << "," << c << "," << s << "\n";
+    }
+  };
+  std::vector<int64_t> order;
+  for (int64_t i = kRecords / 2; i < kRecords; ++i) order.push_back(i);
+  for (int64_t i = 0; i < kRecords / 2; ++i) order.push_back(i);
+  TempDir dir("crash-job-check");
+  write(dir.path() / "interleaved", order);
+  EXPECT_EQ(checkCrashJobOutput(dir.path() / "interleaved", kRecords), "");
+
+  // Record 97 (key 0) replaced by a second record 3007: the counts and the
+  // number of lines are right, the final sum is not, and the step names it.
+  std::vector<int64_t> twice = order;
+  for (auto& i : twice) {
+    if (i == 97) i = 3007;
+  }
+  write(dir.path() / "twice", twice);
+  const std::string wrong = checkCrashJobOutput(dir.path() / "twice", kRecords);
+  EXPECT_NE(wrong.find("key 0: sum"), std::string::npos) << wrong;
+  EXPECT_NE(wrong.find("adds 3007"), std::string::npos) << wrong;
+}
+
 }  // namespace
 }  // namespace kill_restore_test

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -16,10 +17,12 @@ namespace sluice::test {
 
 // Checks the committed output against the failure-free run of
 // programs/crash_job.cc over `records` records: key k shows every count
-// 1..n_k exactly once, the sums grow with the count (every record after a
-// key's first adds a positive index), and the last count carries the key's
-// total. The sums in between depend on how the two source subtasks
-// interleave, so they are not compared. Returns what is wrong, or "".
+// 1..n_k exactly once, and the step from one count's sum to the next is the
+// index of the record that made that count: over a key, the steps (the first
+// sum included) are exactly that key's record indices, each once. Which
+// index comes when depends on how the two source subtasks interleave, so
+// only the set is compared; key 0 holds record 0, whose step is 0, so a sum
+// need not grow. Returns what is wrong, or "".
 inline std::string checkCrashJobOutput(const std::filesystem::path& out, int64_t records) {
   constexpr int64_t kKeys = 97;  // as in programs/crash_job.cc: record i is (i % 97, 1, i)
   std::map<int64_t, std::pair<int64_t, int64_t>> totals;  // key -> count, sum
@@ -53,17 +56,20 @@ inline std::string checkCrashJobOutput(const std::filesystem::path& out, int64_t
   for (const auto& [k, total] : totals) {
     const auto& counts = seen[k];
     int64_t expect = 1;
-    int64_t previousSum = -1;
+    int64_t previousSum = 0;
+    std::set<int64_t> steps;  // the record index each count added
     for (const auto& [c, s] : counts) {
       if (c != expect) {
         error("key " + std::to_string(k) + ": count " + std::to_string(expect) +
               " missing or out of range (next committed count is " + std::to_string(c) + ")");
         expect = c;
-      }
-      if (s <= previousSum) {
-        error("key " + std::to_string(k) + ": sum " + std::to_string(s) + " at count " +
-              std::to_string(c) + " does not exceed the sum before it, " +
-              std::to_string(previousSum));
+      } else {
+        const int64_t step = s - previousSum;
+        if (step < 0 || step >= records || step % kKeys != k || !steps.insert(step).second) {
+          error("key " + std::to_string(k) + ": sum " + std::to_string(s) + " at count " +
+                std::to_string(c) + " adds " + std::to_string(step) + " to the sum before it, " +
+                std::to_string(previousSum) + ", which is no record of the key not yet counted");
+        }
       }
       previousSum = s;
       ++expect;
