@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include <sluice/core/clock.h>
 #include <sluice/core/config_options.h>
 
 #include "checkpoint/task_state_codec.h"
@@ -28,12 +29,6 @@ namespace sluice::cluster {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
-
-int64_t epochMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // One registered TaskManager, as the ResourceManager sees it.
 struct TaskManagerEntry {
@@ -999,7 +994,7 @@ grpc::Status JobManager::Impl::submit(const Submission& submission, std::string*
         "state.checkpoints.dir: on a cluster, checkpoints go to a directory every process "
         "reaches (a shared filesystem)");
   }
-  job->startTimeMs = epochMs();
+  job->startTimeMs = SystemClock::instance().currentTimeMillis();
   {
     std::lock_guard lock(mu_);
     // Jobs that arrive while the JobManager stops would outlive it.
@@ -1037,7 +1032,7 @@ grpc::Status JobManager::Impl::submit(const Submission& submission, std::string*
       std::lock_guard lock(mu_);
       if (job->deployment) job->deployment->close();
       job->startError = e.what();
-      job->startFailedMs = epochMs();
+      job->startFailedMs = SystemClock::instance().currentTimeMillis();
       job->startDone = true;
     }
   });
@@ -1052,7 +1047,7 @@ void JobManager::Impl::fillInfo(JobEntry& job, rpc::JobInfo* info) {
   info->set_tasks(job.tasks);
   if (!job.startDone) {
     info->set_state("CREATED");
-    info->set_duration_ms(epochMs() - job.startTimeMs);
+    info->set_duration_ms(SystemClock::instance().currentTimeMillis() - job.startTimeMs);
     return;
   }
   if (!job.run) {
@@ -1176,7 +1171,7 @@ std::optional<JobManagerBackend::JobView> JobManager::Impl::jobView(const std::s
 
 std::vector<JobManagerBackend::TaskManagerView> JobManager::Impl::taskManagerViews() {
   const auto steadyNow = SteadyClock::now();
-  const int64_t now = epochMs();
+  const int64_t now = SystemClock::instance().currentTimeMillis();
   std::lock_guard lock(mu_);
   std::vector<TaskManagerView> out;
   for (const auto& t : taskManagers_) {

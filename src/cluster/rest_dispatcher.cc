@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include <sluice/core/clock.h>
 #include <sluice/core/config_options.h>
 #include <sluice/graph/job_graph.h>
 
@@ -33,12 +34,6 @@ using SteadyClock = std::chrono::steady_clock;
 constexpr int64_t kMetricFetchDeadlineMs = 2000;
 // Longest uploaded file name kept (the id adds 33 characters).
 constexpr size_t kMaxJarNameLength = 200;
-
-int64_t epochMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // A name that stays inside the upload directory: no path, no hidden file.
 bool isPlainFileName(const std::string& name) {
@@ -167,7 +162,7 @@ class ClusterDispatcher final : public rest::Dispatcher {
       return Status::ioError(
           fmt::format("cannot store the uploaded job library as '{}'", target.string()));
     }
-    jar.uploaded = epochMs();
+    jar.uploaded = SystemClock::instance().currentTimeMillis();
     log::info("Stored the uploaded job library {} ({} bytes) as {}", fileName, bytes.size(),
               target.string());
     return jar;
@@ -332,7 +327,7 @@ class ClusterDispatcher final : public rest::Dispatcher {
   // A job as the REST API shows it: a started one from its run, one still
   // starting or one that could not start from the JobManager's entry.
   rest::JobInfo describe(const JobManagerBackend::JobView& v) {
-    const int64_t now = epochMs();
+    const int64_t now = SystemClock::instance().currentTimeMillis();
     if (v.run) {
       rest::JobInfo info = rest::describeJob(*v.run);
       info.id = v.id;

@@ -41,7 +41,7 @@ struct JobPlan {
   JobGraph jobGraph;
 };
 
-checkpoint::CheckpointOptions fromProto(const rpc::CheckpointOptionsMsg& m) {
+checkpoint::CheckpointOptions checkpointOptionsFromProto(const rpc::CheckpointOptionsMsg& m) {
   checkpoint::CheckpointOptions o;
   o.type = m.type() == static_cast<int32_t>(CheckpointType::kSavepoint)
                ? CheckpointType::kSavepoint
@@ -656,7 +656,7 @@ grpc::Status TaskManager::Impl::TriggerCheckpoint(grpc::ServerContext*,
   CheckpointBarrier b;
   b.id = req->checkpoint_id();
   b.timestamp = req->timestamp();
-  checkpoint::CheckpointOptions o = fromProto(req->options());
+  checkpoint::CheckpointOptions o = checkpointOptionsFromProto(req->options());
   b.type = o.type;
   t->triggerCheckpoint(b, o);
   return grpc::Status::OK;
@@ -669,7 +669,7 @@ grpc::Status TaskManager::Impl::NotifyCheckpoint(grpc::ServerContext*,
   runtime::Task* t = findTask(req->task(), holder);
   if (t == nullptr) return unknownTask(req->task());
   if (req->aborted()) {
-    t->notifyCheckpointAborted(req->checkpoint_id(), fromProto(req->options()));
+    t->notifyCheckpointAborted(req->checkpoint_id(), checkpointOptionsFromProto(req->options()));
   } else {
     t->notifyCheckpointComplete(req->checkpoint_id());
   }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <sluice/core/clock.h>
 #include <sluice/core/config_options.h>
 
 #include "checkpoint/checkpoint_integrity.h"
@@ -12,12 +13,6 @@
 
 namespace sluice::runtime {
 namespace {
-
-int64_t epochMillis() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // The savepoint a job starts from (execution.savepoint.path), if any,
 // verified whole: a damaged one fails the submission, naming the file.
@@ -54,7 +49,7 @@ std::shared_ptr<JobRun> JobRun::start(std::shared_ptr<const StreamGraph> graph,
   run->graph_ = std::move(graph);
   run->jobGraph_ = createJobGraph(*run->graph_);
   run->jobId_ = jobId.empty() ? randomHexId() : std::move(jobId);
-  run->startTimeMs_ = epochMillis();
+  run->startTimeMs_ = SystemClock::instance().currentTimeMillis();
   auto& vars = options.metricVariables;
   if (!vars.count("<host>")) vars["<host>"] = "localhost";
   if (!vars.count("<tm_id>")) vars["<tm_id>"] = embeddedTaskManagerId();
@@ -141,7 +136,7 @@ void JobRun::monitor() {
                          std::chrono::steady_clock::now() - started_)
                          .count();
   coordinator_->shutdown(out.state);
-  endTimeMs_.store(epochMillis());
+  endTimeMs_.store(SystemClock::instance().currentTimeMillis());
   log::info("Job '{}' switched to {} after {} ms", jobGraph_.jobName, jobStatusName(out.state),
             out.netRuntimeMs);
   {

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <sluice/core/clock.h>
 #include <sluice/core/config_options.h>
 
 #include "checkpoint/checkpoint_integrity.h"
@@ -13,14 +14,6 @@
 namespace sluice::runtime {
 
 using SteadyClock = std::chrono::steady_clock;
-
-namespace {
-int64_t epochMillis() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-}  // namespace
 
 // One attempt to run the job: every task, as the deployment runs it, and the
 // source coordinators. A restart builds a new attempt from the latest
@@ -130,7 +123,7 @@ void Scheduler::startAttempt(int number, const checkpoint::CompletedCheckpoint* 
   {
     std::lock_guard lock(mu_);
     attempt_ = std::move(a);
-    const int64_t now = epochMillis();
+    const int64_t now = SystemClock::instance().currentTimeMillis();
     statuses_.assign(jg.vertices.size(), {});
     for (const auto& v : jg.vertices) {
       statuses_[v.id].resize(static_cast<size_t>(v.parallelism));
@@ -175,7 +168,7 @@ void Scheduler::taskEnded(int vertex, int subtask, TaskResult result) {
                                        : "FINISHED");
     if (result.failed) {
       FailureRecord f;
-      f.timestamp = epochMillis();
+      f.timestamp = SystemClock::instance().currentTimeMillis();
       f.message = result.error;
       const JobVertex& v = jobGraph_.vertices.at(static_cast<size_t>(vertex));
       f.taskName = fmt::format("{} ({}/{})", v.name, subtask + 1, v.parallelism);
@@ -199,7 +192,7 @@ void Scheduler::failAttempt(const std::string& error) {
     // limit, a coordinator): a job-level entry.
     if (failures_.empty() || failures_.back().message != error) {
       FailureRecord f;
-      f.timestamp = epochMillis();
+      f.timestamp = SystemClock::instance().currentTimeMillis();
       f.message = error;
       failures_.push_back(std::move(f));
       if (failures_.size() > kFailureHistory) failures_.pop_front();
@@ -390,7 +383,7 @@ void Scheduler::setStatusLocked(int vertex, int subtask, const char* state) {
   SubtaskStatus& st = row[static_cast<size_t>(subtask)];
   if (st.state == "FINISHED" || st.state == "FAILED") return;
   st.state = state;
-  st.endTime = epochMillis();
+  st.endTime = SystemClock::instance().currentTimeMillis();
 }
 
 std::vector<std::vector<SubtaskStatus>> Scheduler::subtaskStatuses() const {

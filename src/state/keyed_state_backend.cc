@@ -46,10 +46,6 @@ std::string schemaWithFingerprint(const StateMetaInfo& meta) {
   return text + " (fingerprint " + fingerprintHex(text) + ")";
 }
 
-std::string rangeText(const KeyGroupRange& r) {
-  return "[" + std::to_string(r.startKeyGroup) + ", " + std::to_string(r.endKeyGroup) + "]";
-}
-
 }  // namespace
 
 const char* stateKindName(StateKind kind) {
@@ -159,7 +155,7 @@ KeyedStateBackend::KeyedStateBackend(KeyedBackendParams params) : params_(std::m
   const KeyGroupRange& r = params_.keyGroupRange;
   if (r.numberOfKeyGroups() > 0 &&
       (r.startKeyGroup < 0 || r.endKeyGroup >= params_.maxParallelism)) {
-    throw SluiceException(who + ": key-group range " + rangeText(r) + " is not within [0, " +
+    throw SluiceException(who + ": key-group range " + r.toString() + " is not within [0, " +
                           std::to_string(params_.maxParallelism) + ")");
   }
 }
@@ -224,7 +220,7 @@ void KeyedStateBackend::failKeyGroup(int32_t keyGroup) const {
   throw SluiceException("keyed state backend of " + params_.operatorName + " (subtask " +
                         std::to_string(params_.subtaskIndex) + "): key group " +
                         std::to_string(keyGroup) + " is not in its key-group range " +
-                        rangeText(params_.keyGroupRange) +
+                        params_.keyGroupRange.toString() +
                         " (was the key changed after keyBy, or is hashCode not deterministic?)");
 }
 

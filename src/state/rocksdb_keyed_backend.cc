@@ -89,10 +89,6 @@ KeyGroupRange intersect(const KeyGroupRange& a, const KeyGroupRange& b) {
   return {std::max(a.startKeyGroup, b.startKeyGroup), std::min(a.endKeyGroup, b.endKeyGroup)};
 }
 
-std::string rangeText(const KeyGroupRange& r) {
-  return "[" + std::to_string(r.startKeyGroup) + ", " + std::to_string(r.endKeyGroup) + "]";
-}
-
 // RocksDB's unique id of an SST file, read from its properties block.
 std::string sstUniqueId(const std::string& path) {
   rocksdb::Options options;
@@ -269,7 +265,7 @@ RocksDbKeyedStateBackend::RocksDbKeyedStateBackend(KeyedBackendParams params)
       (range.startKeyGroup < 0 || range.endKeyGroup >= p.maxParallelism ||
        p.maxParallelism > kUpperBoundMaxParallelism)) {
     throw SluiceException("RocksDB backend of " + impl_->description + ": key-group range " +
-                          rangeText(range) + " does not fit max parallelism " +
+                          range.toString() + " does not fit max parallelism " +
                           std::to_string(p.maxParallelism));
   }
   impl_->resources = p.sharedResources != nullptr
@@ -834,8 +830,8 @@ void RocksDbKeyedStateBackend::restoreIncremental(
           ", but " + impl_->description + " has " + std::to_string(params().maxParallelism));
     }
     if (m.keyGroupRange != h.keyGroupRange) {
-      throw SluiceException(source + " holds key groups " + rangeText(m.keyGroupRange) +
-                            " but its handle says " + rangeText(h.keyGroupRange));
+      throw SluiceException(source + " holds key groups " + m.keyGroupRange.toString() +
+                            " but its handle says " + h.keyGroupRange.toString());
     }
     std::vector<std::string> files = m.privateFiles;
     for (const SstFile& f : m.sstFiles) files.push_back(f.fileName);

@@ -257,6 +257,10 @@ struct KeyGroupRange {
     return endKeyGroup < startKeyGroup ? 0 : endKeyGroup - startKeyGroup + 1;
   }
   bool operator==(const KeyGroupRange&) const = default;
+  // "[start, end]", as errors and logs print it.
+  std::string toString() const {
+    return "[" + std::to_string(startKeyGroup) + ", " + std::to_string(endKeyGroup) + "]";
+  }
 };
 
 // The key groups subtask operatorIndex owns: exactly those keyGroup for which
