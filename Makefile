@@ -13,7 +13,9 @@
 #   make clean         remove build/
 #
 # Variables (make VAR=value):
-#   JOBS=2          parallel compile / test jobs
+#   JOBS=2          parallel compile jobs
+#   TEST_JOBS=4     parallel ctest jobs: twice JOBS, since many tests mostly
+#                   wait on the processes and sockets they started
 #   ARGS=           arguments for the program run by `make run` / `make bench`
 #   TESTS=          ctest -R regex for `make test` (default: all tests)
 #   CTEST_ARGS=     extra ctest arguments for `make test` (e.g. -LE slow, -L unit)
@@ -24,6 +26,7 @@
 #   RELEASE_DIR=build/release  DEBUG_DIR=build/debug   build trees
 
 JOBS ?= 2
+TEST_JOBS ?= $(shell echo $$(( $(JOBS) * 2 )))
 ARGS ?=
 TESTS ?=
 CTEST_ARGS ?=
@@ -84,7 +87,7 @@ debug: configure-debug
 	$(CMAKE) --build $(DEBUG_DIR) -j $(JOBS)
 
 test: debug
-	$(CTEST) --test-dir $(DEBUG_DIR) --output-on-failure -j $(JOBS) --timeout 600 $(if $(TESTS),-R '$(TESTS)') $(CTEST_ARGS)
+	$(CTEST) --test-dir $(DEBUG_DIR) --output-on-failure -j $(TEST_JOBS) --timeout 600 $(if $(TESTS),-R '$(TESTS)') $(CTEST_ARGS)
 
 # The seeded fault-injection tests are discovered when the binary is built, so
 # the longer seed set runs the binary directly rather than through ctest.
