@@ -439,7 +439,6 @@ TEST(KillRestoreSigtermTest, TwoSigtermsInARowEndTheProcess) {
   EXPECT_TRUE(job->signalledBy(SIGTERM)) << job->describeStatus() << scenario.logs();
 }
 
-
 // The check itself, on output written here: it takes any interleaving of the
 // two source subtasks (here the second subtask's records all come first, so
 // key 0 meets record 3007 before record 0, whose step is 0), and it names a
