@@ -16,6 +16,7 @@
 // The enumerator's methods are called one at a time.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -157,6 +158,7 @@ class SourceOperatorCore : public SourceOperatorBase, private SourceReaderContex
   InputStatus emitNext() override;
   void addSplits(const std::vector<std::vector<uint8_t>>& splits) override;
   void noMoreSplits() override;
+  int64_t recordsEmitted() const override { return emittedTotal_.load(std::memory_order_relaxed); }
 
  protected:
   // The typed reader, created in open().
@@ -170,7 +172,7 @@ class SourceOperatorCore : public SourceOperatorBase, private SourceReaderContex
   // The reader's unfinished splits, serialized.
   virtual std::vector<std::string> snapshotReaderSplits(int64_t checkpointId) = 0;
 
-  int emitted_ = 0;  // records of the current emitNext()
+  int64_t emitted_ = 0;  // records emitted so far, by any call
 
  private:
   int getIndexOfSubtask() const override;
@@ -180,6 +182,8 @@ class SourceOperatorCore : public SourceOperatorBase, private SourceReaderContex
   void requestWakeupAt(std::chrono::steady_clock::time_point when) override;
   RuntimeContext& runtimeContext() override;
 
+  // emitted_ as of the end of the last emitNext(), for the metrics.
+  std::atomic<int64_t> emittedTotal_{0};
   std::unique_ptr<OperatorStateBackend> state_;
   ListState<std::string>* splitsState_ = nullptr;
   std::vector<std::vector<uint8_t>> restoredSplits_;

@@ -273,6 +273,7 @@ class TimestampsAndWatermarksOperator final : public StreamOperatorBase,
   }
   int numberOfInputs() const override { return 1; }
   void* inputPointer(int) override { return static_cast<Input<T>*>(this); }
+  bool emitsOnePerInput() const override { return true; }
 
   void open() override {
     generator_ = strategy_.createWatermarkGenerator(*this);

@@ -132,8 +132,14 @@ void SourceOperatorCore::close() {
 }
 
 InputStatus SourceOperatorCore::emitNext() {
-  emitted_ = 0;
-  for (int i = 0; i < kMaxPolls && emitted_ < kMaxRecordsPerEmit; ++i) {
+  // The output's numRecordsOut is published once per call, also when the
+  // reader throws.
+  struct Publish {
+    SourceOperatorCore& core;
+    ~Publish() { core.emittedTotal_.store(core.emitted_, std::memory_order_relaxed); }
+  } publish{*this};
+  const int64_t limit = emitted_ + kMaxRecordsPerEmit;
+  for (int i = 0; i < kMaxPolls && emitted_ < limit; ++i) {
     InputStatus s = pollReader();
     if (s == InputStatus::kMoreAvailable) continue;
     // A bounded input's end: every event-time window and timer downstream

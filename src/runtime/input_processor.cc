@@ -86,13 +86,23 @@ void NetworkInputProcessor::drainChannel(int c) {
   const auto ci = static_cast<size_t>(c);
   const uint8_t* data;
   size_t size;
+  // numRecordsIn is counted here, in a local, and published once per drain
+  // (per buffer or so), also when an operator throws: no shared write per
+  // record.
+  struct Publish {
+    std::atomic<int64_t>& cell;
+    int64_t records = 0;
+    ~Publish() { add(cell, records); }
+  } publish{recordsIn_};
   while (!aligner_.isBlocked(c)) {
     if (!decoders_[ci].hasBuffer()) {
       if (queued_[ci].empty()) return;
       decoders_[ci].setBuffer(queued_[ci].front());
       queued_[ci].pop_front();
     }
-    while (!aligner_.isBlocked(c) && decoders_[ci].next(data, size)) handle(c, data, size);
+    while (!aligner_.isBlocked(c) && decoders_[ci].next(data, size)) {
+      publish.records += handle(c, data, size) ? 1 : 0;
+    }
   }
 }
 
@@ -109,22 +119,18 @@ void NetworkInputProcessor::apply(int input, const WatermarkValve::Emit& e) {
   if (e.status) head_.processWatermarkStatus(input, e.statusValue);
 }
 
-void NetworkInputProcessor::handle(int c, const uint8_t* data, size_t size) {
+bool NetworkInputProcessor::handle(int c, const uint8_t* data, size_t size) {
   const auto ci = static_cast<size_t>(c);
   DataInputView in(data, size);
   const int input = channels_[ci].inputIndex;
   const auto vi = static_cast<size_t>(input);
   auto tag = static_cast<ElementTag>(in.readU8());
   switch (tag) {
-    case ElementTag::kRecord:
-      add(recordsIn_, 1);
-      processors_[ci]->processRecord(in, false, kMinTimestamp);
-      break;
+    case ElementTag::kRecord: processors_[ci]->processRecord(in, false, kMinTimestamp); return true;
     case ElementTag::kRecordWithTimestamp: {
-      add(recordsIn_, 1);
       int64_t ts = in.readI64();
       processors_[ci]->processRecord(in, true, ts);
-      break;
+      return true;
     }
     case ElementTag::kWatermark:
       apply(input, valves_[vi].onWatermark(localIndex_[ci], in.readI64()));
@@ -150,6 +156,7 @@ void NetworkInputProcessor::handle(int c, const uint8_t* data, size_t size) {
       throw SerializationError(fmt::format("corrupt stream: unknown element tag {} on channel {}",
                                            static_cast<int>(tag), c));
   }
+  return false;
 }
 
 void NetworkInputProcessor::triggerCheckpoint(const CheckpointBarrier& barrier,

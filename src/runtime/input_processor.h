@@ -118,7 +118,8 @@ class NetworkInputProcessor final : public InputProcessor,
 
   // Decodes channel c's buffers until they are used up or c is blocked.
   void drainChannel(int c);
-  void handle(int c, const uint8_t* data, size_t size);
+  // Hands one element to the chain; true if it was a record.
+  bool handle(int c, const uint8_t* data, size_t size);
   void apply(int input, const WatermarkValve::Emit& emit);
   int numberOfChannels() const { return static_cast<int>(channels_.size()); }
 

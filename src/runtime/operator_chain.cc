@@ -261,20 +261,25 @@ void OperatorChain::collectMetrics(TaskResult& result) {
 }
 
 std::function<int64_t()> OperatorChain::registerMetrics(const InputProcessor& input) {
-  const bool source = dynamic_cast<const SourceOperatorBase*>(ops_.front().get()) != nullptr;
+  const auto* source = dynamic_cast<const SourceOperatorBase*>(ops_.front().get());
+  // Outputs whose count is known without counting stop counting (the cost
+  // of one store per record and chained operator shows on cheap pipelines):
+  // a source's, which it publishes per batch, and a one-out-per-in
+  // operator's, which is its input's count. The operators are in chain order,
+  // so what an output derives from is settled before it.
+  if (source != nullptr) mainOutput_[0]->deriveCount([source] { return source->recordsEmitted(); });
+  for (size_t i = 0; i < ops_.size(); ++i) {
+    if (ops_[i]->emitsOnePerInput() && sideOutputs_[i].empty()) {
+      mainOutput_[i]->deriveCount(recordsInOf(i, input));
+    }
+  }
   for (size_t i = 0; i < ops_.size(); ++i) {
     metrics::MetricGroupImpl& g = *contexts_[i]->group;
-    std::function<int64_t()> in;
+    std::function<int64_t()> in = recordsInOf(i, input);
     std::function<int64_t()> inWatermark;
     if (i == 0) {
-      in = [&input] { return input.recordsIn(); };
       inWatermark = [&input] { return input.inputWatermark(); };
     } else {
-      in = [outs = chainedInputs_[i]] {
-        int64_t n = 0;
-        for (const OutputBase* o : outs) n += o->recordsCounted();
-        return n;
-      };
       inWatermark = [outs = chainedInputs_[i]] {
         int64_t w = kMaxTimestamp;
         for (const OutputBase* o : outs) w = std::min(w, o->lastWatermark());
@@ -296,7 +301,7 @@ std::function<int64_t()> OperatorChain::registerMetrics(const InputProcessor& in
     const OutputBase* main = mainOutput_[i];
     g.gauge("currentOutputWatermark",
             [main] { return static_cast<double>(main->lastWatermark()); });
-    if (i == 0 && source) {
+    if (i == 0 && source != nullptr) {
       // Flink's source watermarkLag: how far the emitted watermark trails
       // the wall clock.
       g.gauge("watermarkLag", [main] {
@@ -310,6 +315,15 @@ std::function<int64_t()> OperatorChain::registerMetrics(const InputProcessor& in
     }
   }
   return [outs = networkOutputs_] {
+    int64_t n = 0;
+    for (const OutputBase* o : outs) n += o->recordsCounted();
+    return n;
+  };
+}
+
+std::function<int64_t()> OperatorChain::recordsInOf(size_t i, const InputProcessor& input) const {
+  if (i == 0) return [&input] { return input.recordsIn(); };
+  return [outs = chainedInputs_[i]] {
     int64_t n = 0;
     for (const OutputBase* o : outs) n += o->recordsCounted();
     return n;

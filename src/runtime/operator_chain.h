@@ -86,6 +86,9 @@ class OperatorChain {
  private:
   class Context;
   void wire(size_t index, const std::map<int, std::unique_ptr<RecordWriter>>& writers);
+  // Reads operator i's numRecordsIn: the head's from `input`, the others'
+  // from the outputs chained into them.
+  std::function<int64_t()> recordsInOf(size_t i, const InputProcessor& input) const;
 
   const StreamGraph& graph_;
   const JobGraph& jobGraph_;
@@ -101,7 +104,7 @@ class OperatorChain {
   TaskMetrics& metrics_;
   // Per operator: its main output, side outputs, and the chained edge
   // outputs feeding it (what its record and watermark metrics read).
-  std::vector<const OutputBase*> mainOutput_;
+  std::vector<OutputBase*> mainOutput_;
   std::vector<std::vector<const OutputBase*>> sideOutputs_;
   std::vector<std::vector<const OutputBase*>> chainedInputs_;
   std::vector<const OutputBase*> networkOutputs_;

@@ -152,6 +152,72 @@ TEST(EmbeddedMetricsTest, BoundedJobCountsEveryRecordPerOperator) {
   }
 }
 
+class Both final : public CoMapFunction<int64_t, int64_t, int64_t> {
+ public:
+  int64_t map1(const int64_t& v) override { return v; }
+  int64_t map2(const int64_t& v) override { return -v; }
+};
+
+// A source's count is published per batch; one-out-per-in operators (timestamp
+// assignment, map, co-map, reduce) and the branches of a fan-out take theirs
+// from what feeds them instead of counting. The counts must still be exact.
+TEST(EmbeddedMetricsTest, CountsTheEngineDerivesAreExact) {
+  constexpr int64_t kRecords = 20'001;
+  const int64_t odd = kRecords / 2;  // 1, 3, ..., kRecords - 2
+
+  StreamExecutionEnvironment env(restConfig());
+  env.setParallelism(2);
+  auto stamped =
+      env.fromGenerator([](int64_t i) { return i; }, kRecords)
+          .name("Gen")
+          .assignTimestampsAndWatermarks(
+              WatermarkStrategy<int64_t>::forMonotonousTimestamps().withTimestampAssigner(
+                  [](const int64_t& x, int64_t) { return x; }))
+          .name("Stamp");
+  auto odds = stamped.filter([](int64_t x) { return x % 2 == 1; }).name("Odds");
+  auto tens = stamped.map([](int64_t x) { return x / 10; }).name("Tens");
+  odds.connect(tens)
+      .map(Both())
+      .name("Both")
+      .keyBy([](int64_t x) { return x % 7; })
+      .reduce([](int64_t a, int64_t b) { return a + b; })
+      .name("Sum")
+      .sinkTo(DiscardingSink<int64_t>(), "Sink");
+  JobClient client = env.executeAsync("derived-counts");
+  const std::string url = client.getWebInterfaceURL();
+  ASSERT_FALSE(url.empty());
+  client.getJobExecutionResult();
+
+  Rest rest(url);
+  json job = rest.get("/jobs/" + client.getJobId());
+  ASSERT_TRUE(job.is_object());
+  ASSERT_EQ(job["vertices"].size(), 3u) << job.dump();
+  auto h = sums(rest, client.getJobId(), vertexId(job, "Gen"),
+                "Gen.numRecordsOut,Stamp.numRecordsIn,Stamp.numRecordsOut,Odds.numRecordsIn,"
+                "Odds.numRecordsOut,Tens.numRecordsIn,Tens.numRecordsOut,numRecordsOut");
+  EXPECT_EQ(h["Gen.numRecordsOut"], kRecords);
+  EXPECT_EQ(h["Stamp.numRecordsIn"], kRecords);
+  EXPECT_EQ(h["Stamp.numRecordsOut"], kRecords);
+  EXPECT_EQ(h["Odds.numRecordsIn"], kRecords);
+  EXPECT_EQ(h["Odds.numRecordsOut"], odd);
+  EXPECT_EQ(h["Tens.numRecordsIn"], kRecords);
+  EXPECT_EQ(h["Tens.numRecordsOut"], kRecords);
+  EXPECT_EQ(h["numRecordsOut"], odd + kRecords);
+
+  auto b = sums(rest, client.getJobId(), vertexId(job, "Both"),
+                "numRecordsIn,Both.numRecordsIn,Both.numRecordsOut,numRecordsOut");
+  EXPECT_EQ(b["numRecordsIn"], odd + kRecords);
+  EXPECT_EQ(b["Both.numRecordsIn"], odd + kRecords);
+  EXPECT_EQ(b["Both.numRecordsOut"], odd + kRecords);
+  EXPECT_EQ(b["numRecordsOut"], odd + kRecords);
+
+  auto t = sums(rest, client.getJobId(), vertexId(job, "Sum"),
+                "Sum.numRecordsIn,Sum.numRecordsOut,Sink.numRecordsIn");
+  EXPECT_EQ(t["Sum.numRecordsIn"], odd + kRecords);
+  EXPECT_EQ(t["Sum.numRecordsOut"], odd + kRecords);
+  EXPECT_EQ(t["Sink.numRecordsIn"], odd + kRecords);
+}
+
 std::atomic<int64_t> gSlowSinkRecords{0};
 
 class SlowSink final : public Sink<int64_t> {

@@ -72,26 +72,43 @@ std::string describeCurrentException();
 // The engine's outputs count the records and note the last watermark that
 // pass them (countRecord(), noteWatermark()): the operators' numRecordsIn,
 // numRecordsOut and watermark metrics are read from them, by other threads.
-// Only the task thread writes, so counting is a plain load and store.
+// Only the task thread writes, so counting is a plain load and store. An
+// output whose count the engine knows anyway (a source's, which counts per
+// batch; a one-out-per-in operator's, whose count is its input's; a fan-out
+// branch's, whose count is the fan-out's) stops counting: deriveCount(),
+// on the task thread before records flow.
 class OutputBase {
  public:
   virtual ~OutputBase() = default;
   virtual void emitWatermark(Watermark watermark) = 0;
   virtual void emitWatermarkStatus(WatermarkStatus status) = 0;
 
-  int64_t recordsCounted() const { return records_.load(std::memory_order_relaxed); }
+  int64_t recordsCounted() const {
+    return derived_ ? derived_() : records_.load(std::memory_order_relaxed);
+  }
   // kMinTimestamp until a watermark passed.
   int64_t lastWatermark() const { return watermark_.load(std::memory_order_relaxed); }
 
+  // From now on recordsCounted() is `count()` (callable from any thread) and
+  // records passing are not counted here.
+  void deriveCount(std::function<int64_t()> count) {
+    derived_ = std::move(count);
+    counting_ = false;
+  }
+
  protected:
   void countRecord() {
-    records_.store(records_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    if (counting_) {
+      records_.store(records_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
   }
   void noteWatermark(int64_t timestamp) { watermark_.store(timestamp, std::memory_order_relaxed); }
 
  private:
+  bool counting_ = true;
   std::atomic<int64_t> records_{0};
   std::atomic<int64_t> watermark_{kMinTimestamp};
+  std::function<int64_t()> derived_;
 };
 
 template <class T>
@@ -301,6 +318,11 @@ class StreamOperatorBase {
   virtual void prepareSnapshotPreBarrier(int64_t checkpointId) { (void)checkpointId; }
   virtual void notifyCheckpointComplete(int64_t checkpointId) { (void)checkpointId; }
 
+  // True if the operator emits exactly one record per record it receives
+  // (map, reduce, timestamp assignment): the engine then takes its
+  // numRecordsOut from its numRecordsIn instead of counting.
+  virtual bool emitsOnePerInput() const { return false; }
+
   virtual int numberOfInputs() const = 0;
   // The Input<T>* of input `index`, type-erased; TypeOps<T> casts it back.
   virtual void* inputPointer(int index) = 0;
@@ -325,6 +347,9 @@ class SourceOperatorBase : public StreamOperatorBase {
   // serializer. Task thread.
   virtual void addSplits(const std::vector<std::vector<uint8_t>>& splits) = 0;
   virtual void noMoreSplits() = 0;
+  // Records emitted so far, published at least once per emitNext(); any
+  // thread.
+  virtual int64_t recordsEmitted() const = 0;
 
   int numberOfInputs() const override { return 0; }
   void* inputPointer(int) override { return nullptr; }

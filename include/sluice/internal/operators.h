@@ -79,7 +79,11 @@ class FanOutOutput final : public Output<T> {
  public:
   explicit FanOutOutput(std::vector<std::unique_ptr<OutputBase>> outputs)
       : owned_(std::move(outputs)) {
-    for (auto& o : owned_) outputs_.push_back(static_cast<Output<T>*>(o.get()));
+    // Every branch sees every record: its count is the fan-out's.
+    for (auto& o : owned_) {
+      o->deriveCount([this] { return this->recordsCounted(); });
+      outputs_.push_back(static_cast<Output<T>*>(o.get()));
+    }
   }
   void collect(const StreamRecord<T>& record) override {
     this->countRecord();
@@ -607,6 +611,7 @@ template <class IN, class OUT, class F>
 class MapOperator final : public UdfOperator<OneInputOperator<IN, OUT>, F> {
  public:
   using UdfOperator<OneInputOperator<IN, OUT>, F>::UdfOperator;
+  bool emitsOnePerInput() const override { return true; }
   void processElement(const StreamRecord<IN>& r) override {
     if constexpr (std::is_invocable_v<F&, const IN&>) {
       this->emit(this->f_(r.value), r);
@@ -955,6 +960,7 @@ class KeyedReduceOperator final : public KeyedUdfOperator<OneInputOperator<T, T>
 
  public:
   KeyedReduceOperator(F f, KeySelector key) : Base(std::move(f)), key_(std::move(key)) {}
+  bool emitsOnePerInput() const override { return true; }
   void initializeState(const OperatorStateRestore* restore) override {
     Base::initializeState(restore);
     values_ = &getOrCreateValueState<VoidNamespace>(this->keyed_.backend(),
@@ -985,6 +991,7 @@ template <class IN1, class IN2, class OUT, class F>
 class CoMapOperator final : public UdfOperator<TwoInputOperator<IN1, IN2, OUT>, F> {
  public:
   using UdfOperator<TwoInputOperator<IN1, IN2, OUT>, F>::UdfOperator;
+  bool emitsOnePerInput() const override { return true; }
   void processElement1(const StreamRecord<IN1>& r) override { emit(this->f_.map1(r.value), r); }
   void processElement2(const StreamRecord<IN2>& r) override { emit(this->f_.map2(r.value), r); }
 
