@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <mutex>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -20,35 +21,59 @@ namespace {
 // Jobs an embedded endpoint keeps showing after they ended.
 constexpr size_t kRetainedJobs = 32;
 
+// Holds a job's JobRun only weakly: whoever runs the job (execute(), a
+// JobClient) owns it. When the job ends, its REST description is kept (as
+// Flink archives an ended job's execution graph): the run holds the job's
+// graph, user functions and what they captured (an in-memory input, say),
+// which must go with the job's owner.
 class EmbeddedDispatcher final : public rest::Dispatcher {
  public:
-  void add(std::shared_ptr<runtime::JobRun> run) {
-    std::lock_guard lock(mu_);
-    runs_.push_front(std::move(run));
-    // Forget the oldest ended jobs beyond the limit; running ones stay.
-    for (size_t i = runs_.size(); i-- > 0 && runs_.size() > kRetainedJobs;) {
-      if (isTerminal(runs_[i]->state())) runs_.erase(runs_.begin() + static_cast<long>(i));
+  void add(const std::shared_ptr<runtime::JobRun>& run) {
+    {
+      std::lock_guard lock(mu_);
+      Entry e;
+      e.id = run->jobId();
+      e.run = run;
+      entries_.push_front(std::move(e));
+      // Forget the oldest ended jobs beyond the limit; running ones stay.
+      for (size_t i = entries_.size(); i-- > 0 && entries_.size() > kRetainedJobs;) {
+        if (entries_[i].ended) entries_.erase(entries_.begin() + static_cast<long>(i));
+      }
     }
+    // Outside mu_: it runs now when the job has already ended.
+    run->onEnd([this, id = run->jobId()](runtime::JobRun& ended) {
+      rest::JobInfo info = rest::describeJob(ended);
+      std::lock_guard lock(mu_);
+      for (Entry& e : entries_) {
+        if (e.id == id) {
+          e.archived = std::move(info);
+          e.ended = true;
+        }
+      }
+    });
   }
 
   std::vector<rest::JobInfo> jobs() override {
     std::vector<rest::JobInfo> out;
-    for (auto& r : snapshot()) out.push_back(rest::describeJob(*r));
+    for (auto& e : snapshot()) {
+      if (std::optional<rest::JobInfo> info = describe(e)) out.push_back(std::move(*info));
+    }
     return out;
   }
   std::optional<rest::JobInfo> job(const std::string& id) override {
-    auto r = find(id);
-    if (!r) return std::nullopt;
-    return rest::describeJob(*r);
+    std::optional<Entry> e = find(id);
+    if (!e) return std::nullopt;
+    return describe(*e);
   }
   rest::ClusterOverview overview() override {
     rest::ClusterOverview o;
     o.taskManagers = 1;
     int used = 0;
-    for (auto& r : snapshot()) {
-      if (isTerminal(r->state())) continue;
+    for (auto& e : snapshot()) {
+      std::shared_ptr<runtime::JobRun> run = e.ended ? nullptr : e.run.lock();
+      if (!run || isTerminal(run->state())) continue;
       int p = 1;
-      for (const auto& v : r->jobGraph().vertices) p = std::max(p, v.parallelism);
+      for (const auto& v : run->jobGraph().vertices) p = std::max(p, v.parallelism);
       used += p;
     }
     // Embedded mode has as many slots as its jobs need.
@@ -82,43 +107,62 @@ class EmbeddedDispatcher final : public rest::Dispatcher {
     return store;
   }
   Status cancel(const std::string& jobId) override {
-    auto r = find(jobId);
-    if (!r) return Status::notFound(fmt::format("Job {} not found", jobId));
-    if (isTerminal(r->state())) {
-      return Status::invalidArgument(
-          fmt::format("Job {} has already ended ({})", jobId, jobStatusName(r->state())));
-    }
-    r->cancel();
+    std::optional<Entry> e = find(jobId);
+    if (!e) return Status::notFound(fmt::format("Job {} not found", jobId));
+    std::shared_ptr<runtime::JobRun> run = e->ended ? nullptr : e->run.lock();
+    if (!run || isTerminal(run->state())) return alreadyEnded(*e);
+    run->cancel();
     return Status::ok();
   }
   Result<std::string> savepoint(const std::string& jobId, const std::string& directory,
                                 bool terminate, bool drain) override {
-    auto r = find(jobId);
-    if (!r) return Status::notFound(fmt::format("Job {} not found", jobId));
+    std::optional<Entry> e = find(jobId);
+    if (!e) return Status::notFound(fmt::format("Job {} not found", jobId));
+    std::shared_ptr<runtime::JobRun> run = e->ended ? nullptr : e->run.lock();
+    if (!run) return alreadyEnded(*e);
     try {
-      return r->triggerSavepoint(directory, terminate, drain);
-    } catch (const std::exception& e) {
-      return Status::internal(e.what());
+      return run->triggerSavepoint(directory, terminate, drain);
+    } catch (const std::exception& ex) {
+      return Status::internal(ex.what());
     }
   }
 
   void setConfig(const Configuration& config) { config_ = config; }
 
  private:
-  std::vector<std::shared_ptr<runtime::JobRun>> snapshot() {
-    std::lock_guard lock(mu_);
-    return {runs_.begin(), runs_.end()};
+  struct Entry {
+    std::string id;
+    std::weak_ptr<runtime::JobRun> run;
+    bool ended = false;
+    rest::JobInfo archived;  // once ended
+  };
+
+  // Null only for a run gone without its end being recorded, which its
+  // destructor (it waits for the end) rules out.
+  static std::optional<rest::JobInfo> describe(const Entry& e) {
+    if (e.ended) return e.archived;
+    if (std::shared_ptr<runtime::JobRun> run = e.run.lock()) return rest::describeJob(*run);
+    return std::nullopt;
   }
-  std::shared_ptr<runtime::JobRun> find(const std::string& id) {
+  static Status alreadyEnded(const Entry& e) {
+    std::optional<rest::JobInfo> info = describe(e);
+    return Status::invalidArgument(fmt::format("Job {} has already ended ({})", e.id,
+                                               info ? info->state : std::string("FINISHED")));
+  }
+  std::vector<Entry> snapshot() {
     std::lock_guard lock(mu_);
-    for (auto& r : runs_) {
-      if (r->jobId() == id) return r;
+    return {entries_.begin(), entries_.end()};
+  }
+  std::optional<Entry> find(const std::string& id) {
+    std::lock_guard lock(mu_);
+    for (auto& e : entries_) {
+      if (e.id == id) return e;
     }
-    return nullptr;
+    return std::nullopt;
   }
 
   std::mutex mu_;
-  std::deque<std::shared_ptr<runtime::JobRun>> runs_;
+  std::deque<Entry> entries_;
   Configuration config_;
 };
 
@@ -159,7 +203,7 @@ void registerEmbeddedJob(const Configuration& config, std::shared_ptr<runtime::J
     }
     s.reporters = std::move(reporters).value();
   }
-  s.dispatcher.add(std::move(run));
+  s.dispatcher.add(run);
   if (!s.monitor && wantsRest(config)) {
     rest::WebMonitorOptions o = rest::WebMonitorOptions::fromConfig(config);
     o.mode = "embedded";

@@ -139,11 +139,34 @@ void JobRun::monitor() {
   endTimeMs_.store(SystemClock::instance().currentTimeMillis());
   log::info("Job '{}' switched to {} after {} ms", jobGraph_.jobName, jobStatusName(out.state),
             out.netRuntimeMs);
+  std::function<void(JobRun&)> onEnd;
   {
     std::lock_guard lock(mu_);
     outcome_ = std::move(out);
+    onEnd = std::move(onEnd_);
+  }
+  // Before the waiters wake: what they read next (the REST API) already
+  // knows the job ended.
+  if (onEnd) {
+    try {
+      onEnd(*this);
+    } catch (...) {
+      log::error("Job '{}': its end listener failed: {}", jobGraph_.jobName,
+                 describeCurrentException());
+    }
   }
   done_.notify_all();
+}
+
+void JobRun::onEnd(std::function<void(JobRun&)> f) {
+  {
+    std::lock_guard lock(mu_);
+    if (!isTerminal(outcome_.state)) {
+      onEnd_ = std::move(f);
+      return;
+    }
+  }
+  f(*this);
 }
 
 int64_t JobRun::runtimeMs() const {

@@ -68,6 +68,10 @@ class JobRun {
   // Takes a checkpoint now, besides the periodic ones, and returns its id
   // once it is complete. Throws SluiceException when it fails.
   int64_t triggerCheckpoint();
+  // Calls `f` once the job has reached its terminal state: on the monitor
+  // thread when it ends later, on the caller's thread when it has already
+  // ended. The run is intact while `f` runs.
+  void onEnd(std::function<void(JobRun&)> f);
   checkpoint::CheckpointStats checkpointStats() const;
   // When the job was submitted and when it ended (epoch ms; -1: running).
   int64_t startTimeMs() const { return startTimeMs_; }
@@ -92,6 +96,7 @@ class JobRun {
   mutable std::mutex mu_;
   std::condition_variable done_;
   JobOutcome outcome_;
+  std::function<void(JobRun&)> onEnd_;  // under mu_
   std::thread monitor_;
   int64_t startTimeMs_ = 0;
   std::atomic<int64_t> endTimeMs_{-1};

@@ -218,6 +218,46 @@ TEST(EmbeddedMetricsTest, CountsTheEngineDerivesAreExact) {
   EXPECT_EQ(t["Sink.numRecordsIn"], odd + kRecords);
 }
 
+// An ended job stays visible to the REST API, but as its description: its
+// user functions, and what they captured, go with the job's owner.
+TEST(EmbeddedMetricsTest, AnEndedJobIsKeptAsItsDescriptionNotItsRun) {
+  constexpr int64_t kRecords = 1'000;
+  auto payload = std::make_shared<int64_t>(7);
+  std::weak_ptr<int64_t> watch = payload;
+  std::string id;
+  std::string url;
+  {
+    StreamExecutionEnvironment env(restConfig());
+    env.fromGenerator([payload](int64_t i) { return i + *payload; }, kRecords)
+        .name("Gen")
+        .sinkTo(DiscardingSink<int64_t>(), "Sink");
+    payload.reset();
+    JobClient client = env.executeAsync("archived");
+    id = client.getJobId();
+    url = client.getWebInterfaceURL();
+    client.getJobExecutionResult();
+  }
+  EXPECT_TRUE(watch.expired()) << "the ended job's user functions are still held";
+
+  Rest rest(url);
+  json job = rest.get("/jobs/" + id);
+  ASSERT_TRUE(job.is_object());
+  EXPECT_EQ(job["state"], "FINISHED");
+  EXPECT_EQ(job["vertices"].size(), 1u) << job.dump();
+  EXPECT_GT(job["end-time"].get<int64_t>(), 0);
+  bool listed = false;
+  const json jobs = rest.get("/jobs");
+  for (const auto& j : jobs["jobs"]) listed = listed || j["id"] == id;
+  EXPECT_TRUE(listed) << "/jobs lists the ended job";
+  auto h = sums(rest, id, vertexId(job, "Gen"), "Gen.numRecordsOut");
+  EXPECT_EQ(h["Gen.numRecordsOut"], kRecords);
+
+  auto r = rest.client.Patch("/jobs/" + id + "?mode=cancel");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 409) << r->body;
+  EXPECT_NE(r->body.find("FINISHED"), std::string::npos) << r->body;
+}
+
 std::atomic<int64_t> gSlowSinkRecords{0};
 
 class SlowSink final : public Sink<int64_t> {
