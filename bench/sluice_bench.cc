@@ -45,6 +45,7 @@
 #include <sluice/sluice.h>
 
 #include "cluster_bench.h"
+#include "compare.h"
 #include "nexmark/queries.h"
 
 namespace {
@@ -1340,7 +1341,28 @@ int main(int argc, char** argv) {
                "keyed-sum and wordcount on a JobManager plus 2 TaskManagers against embedded "
                "parallelism 2, processes started here; honours --workload, --records, --repeat "
                "(median); see bench/README.md");
+  std::string compareWith;
+  int rounds = 10;
+  app.add_option("--compare", compareWith,
+                 "run this other sluice-bench build (A) and this one (B) alternately, ABBA, "
+                 "--rounds times each with the other arguments, and print the median of the "
+                 "paired B/A ratios of records per CPU-second per row");
+  app.add_option("--rounds", rounds, "--compare: rounds (default 10)")->check(CLI::Range(1, 1000));
   CLI11_PARSE(app, argc, argv);
+  if (!compareWith.empty()) {
+    // The children get every argument but these (and write their own JSON).
+    std::vector<std::string> rest;
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "--compare" || a == "--rounds" || a == "--json") {
+        ++i;
+      } else if (a.rfind("--compare=", 0) != 0 && a.rfind("--rounds=", 0) != 0 &&
+                 a.rfind("--json=", 0) != 0) {
+        rest.push_back(a);
+      }
+    }
+    return sluice::bench::runCompare(compareWith, rounds, rest);
+  }
   if (cluster) return sluice::bench::runClusterBench({workloads, records, repeat});
 
   if (workloads.empty()) workloads = all;
