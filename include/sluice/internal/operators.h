@@ -5,8 +5,10 @@
 // contracts from <sluice/graph/operator.h>:
 //   - ChainedOutput<T>   calls the next chained operator's processElement;
 //   - FanOutOutput<T>    copies to several outputs;
-//   - NetworkOutput<T,P> serializes into a RecordWriterBase, P picks channels;
-//   - RecordProcessor<T> deserializes records from the network;
+//   - NetworkOutput<T>   picks a record's channel and hands it to a
+//                        RecordWriterBase: typed into an in-process batch, or
+//                        serialized for another process;
+//   - RecordProcessor<T> feeds records from batches or bytes to an operator;
 // and the operators: map, flatMap, filter, process, keyed reduce and
 // aggregations, keyed process, the two-input co-operators and the sink
 // operator. Each operator holds its own copy of the user function and is
@@ -212,6 +214,9 @@ class CustomSelector final : public ChannelSelector<T> {
   const int channels_;
 };
 
+// The producer end of a non-chained edge: picks each record's channel, then
+// copies it into the channel's typed batch when the consumer runs in this
+// process, or serializes it when it does not (see element_batch.h).
 template <class T>
 class NetworkOutput final : public Output<T> {
  public:
@@ -220,16 +225,29 @@ class NetworkOutput final : public Output<T> {
 
   void collect(const StreamRecord<T>& record) override {
     this->countRecord();
-    // Small records serialize into a fixed array; larger ones spill into the
-    // overflow vector, which keeps its capacity between records.
-    DataOutputView out(small_, sizeof small_, overflow_);
-    writeRecordHeader(record, out);
-    TypeSerializer<T>::serialize(record.value, out);
-    int c = selector_->selectChannel(record);
-    if (c < 0) {
-      writer_.broadcastEmit(out.data(), out.size());
-    } else {
+    const int c = selector_->selectChannel(record);
+    if (c >= 0) {
+      if (writer_.isLocal(c)) {
+        addLocal(c, record);
+        return;
+      }
+      DataOutputView out = serialize(record);
       writer_.emit(c, out.data(), out.size());
+      return;
+    }
+    if (writer_.allLocal()) {
+      for (int ch = 0; ch < writer_.numberOfChannels(); ++ch) addLocal(ch, record);
+      return;
+    }
+    // Broadcast over local and remote channels: serialized once, for the
+    // remote ones.
+    DataOutputView out = serialize(record);
+    for (int ch = 0; ch < writer_.numberOfChannels(); ++ch) {
+      if (writer_.isLocal(ch)) {
+        addLocal(ch, record);
+      } else {
+        writer_.emit(ch, out.data(), out.size());
+      }
     }
   }
   void emitWatermark(Watermark watermark) override {
@@ -241,6 +259,19 @@ class NetworkOutput final : public Output<T> {
   }
 
  private:
+  void addLocal(int channel, const StreamRecord<T>& record) {
+    static_cast<TypedElementBatch<T>&>(writer_.localBatch(channel)).add(record);
+    writer_.recordAdded(channel);
+  }
+  // Small records serialize into a fixed array; larger ones spill into the
+  // overflow vector, which keeps its capacity between records.
+  DataOutputView serialize(const StreamRecord<T>& record) {
+    DataOutputView out(small_, sizeof small_, overflow_);
+    writeRecordHeader(record, out);
+    TypeSerializer<T>::serialize(record.value, out);
+    return out;
+  }
+
   RecordWriterBase& writer_;
   std::unique_ptr<ChannelSelector<T>> selector_;
   uint8_t small_[512];
@@ -261,6 +292,10 @@ class RecordProcessor final : public RecordProcessorBase {
     record_.hasTimestamp = hasTimestamp;
     record_.timestamp = timestamp;
     input_.processElement(record_);
+  }
+  void processBatch(const ElementBatch& batch, size_t from, size_t to) override {
+    const StreamRecord<T>* records = static_cast<const TypedElementBatch<T>&>(batch).records();
+    for (size_t i = from; i < to; ++i) input_.processElement(records[i]);
   }
 
  private:
@@ -289,6 +324,9 @@ class TypedOps final : public TypeOps {
   std::unique_ptr<RecordProcessorBase> createRecordProcessor(StreamOperatorBase& target,
                                                              int inputIndex) const override {
     return makeOwned<RecordProcessor<T>>(target, inputIndex);
+  }
+  std::unique_ptr<ElementBatch> createBatch(size_t bytes) const override {
+    return makeOwned<TypedElementBatch<T>>(bytes);
   }
   std::unique_ptr<OutputBase> createFanOut(
       std::vector<std::unique_ptr<OutputBase>> outputs) const override {
@@ -327,6 +365,11 @@ class KeyedNetworkFactory final : public NetworkOutputFactory {
   explicit KeyedNetworkFactory(KeySelector key) : key_(std::move(key)) {}
   std::unique_ptr<OutputBase> createNetworkOutput(RecordWriterBase& writer, PartitionKind, int,
                                                   int maxParallelism) const override {
+    // One consumer owns every key group: no key to hash per record.
+    if (writer.numberOfChannels() == 1) {
+      checkParallelism(maxParallelism, 1);
+      return makeOwned<NetworkOutput<T>>(writer, makeOwned<FirstChannelSelector<T>>());
+    }
     return makeOwned<NetworkOutput<T>>(
         writer, makeOwned<KeyGroupSelector<T, KeySelector>>(key_, writer.numberOfChannels(),
                                                             maxParallelism));
