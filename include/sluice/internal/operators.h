@@ -22,11 +22,13 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include <sluice/checkpointed_function.h>
+#include <sluice/core/flat_hash_map.h>
 #include <sluice/core/key_hash.h>
 #include <sluice/core/owned.h>
 #include <sluice/core/serializer.h>
@@ -995,11 +997,20 @@ concept InPlaceReducer = requires(const F& f, T& acc, const T& in) {
 // Keyed running reduce: emits the updated result for every element, like
 // Flink's StreamGroupedReduceOperator. `F` is T(const T& acc, const T& next)
 // or a ReduceFunction<T>. The running value of each key is keyed state (a
-// ValueState named "_op_state", as in Flink), so it lives in the configured
-// backend and is part of the operator's snapshots.
+// ValueState named "_op_state", as in Flink), so it is part of the
+// operator's snapshots in the configured backend's format.
+//
+// On the `hashmap` backend the running values live in a table keyed by the
+// typed key instead, so an element costs one hash probe, with no key
+// serialization and no backend call: a snapshot writes the table into
+// "_op_state" (and takes it out again), a restore reads it from there. The
+// sync part of a checkpoint is then proportional to the number of keys. A
+// rich reduce function, which may use keyed state of its own, and keys
+// without operator== keep the backend path.
 template <class T, class K, class F, class KeySelector>
 class KeyedReduceOperator final : public KeyedUdfOperator<OneInputOperator<T, T>, F, K> {
   using Base = KeyedUdfOperator<OneInputOperator<T, T>, F, K>;
+  static constexpr bool kCanTable = TableKey<K> && !std::is_base_of_v<RichFunction, F>;
 
  public:
   KeyedReduceOperator(F f, KeySelector key) : Base(std::move(f)), key_(std::move(key)) {}
@@ -1008,26 +1019,81 @@ class KeyedReduceOperator final : public KeyedUdfOperator<OneInputOperator<T, T>
     Base::initializeState(restore);
     values_ = &getOrCreateValueState<VoidNamespace>(this->keyed_.backend(),
                                                     ValueStateDescriptor<T>("_op_state"));
+    if constexpr (kCanTable) {
+      inTable_ = std::string_view(this->keyed_.backend().name()) == "hashmap";
+      if (inTable_) takeFromBackend();
+    }
+  }
+  OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
+    if constexpr (kCanTable) {
+      if (inTable_) {
+        table_.forEach([this](const K& key, const T& value) {
+          this->keyed_.setCurrentKey(key);
+          values_->update(value);
+        });
+        OperatorStateSnapshot s = Base::snapshotState(checkpointId);
+        table_.forEach([this](const K& key, const T&) {
+          this->keyed_.setCurrentKey(key);
+          values_->clear();
+        });
+        return s;
+      }
+    }
+    return Base::snapshotState(checkpointId);
   }
   void processElement(const StreamRecord<T>& r) override {
+    if constexpr (kCanTable) {
+      if (inTable_) {
+        auto [slot, inserted] = table_.tryEmplace(key_(r.value));
+        if (inserted) {
+          slot->value = r.value;
+        } else {
+          reduceInto(slot->value, r.value);
+        }
+        this->emit(slot->value, r);
+        return;
+      }
+    }
     this->keyed_.setCurrentKey(key_(r.value));
     std::optional<T> acc = values_->value();
     if (!acc) {
       acc.emplace(r.value);
-    } else if constexpr (InPlaceReducer<F, T>) {
-      if (this->f_.apply(*acc, r.value)) *acc = r.value;
-    } else if constexpr (std::is_invocable_v<F&, const T&, const T&>) {
-      *acc = this->f_(*acc, r.value);
     } else {
-      *acc = this->f_.reduce(*acc, r.value);
+      reduceInto(*acc, r.value);
     }
     values_->update(*acc);
     this->emit(std::move(*acc), r);
   }
 
  private:
+  void reduceInto(T& acc, const T& next) {
+    if constexpr (InPlaceReducer<F, T>) {
+      if (this->f_.apply(acc, next)) acc = next;
+    } else if constexpr (std::is_invocable_v<F&, const T&, const T&>) {
+      acc = this->f_(acc, next);
+    } else {
+      acc = this->f_.reduce(acc, next);
+    }
+  }
+  // Moves the restored running values of this subtask's keys into the table.
+  void takeFromBackend() {
+    std::vector<std::string> keys;
+    this->keyed_.backend().forEachKey(
+        "_op_state", [&](std::string_view key, int32_t) { keys.emplace_back(key); });
+    for (const std::string& bytes : keys) {
+      const K key = KeyedStateHandler<K>::deserializeKey(bytes);
+      this->keyed_.setCurrentKey(key);
+      if (std::optional<T> value = values_->value()) {
+        table_.tryEmplace(key).first->value = std::move(*value);
+      }
+      values_->clear();
+    }
+  }
+
   KeySelector key_;
   InternalValueState<VoidNamespace, T>* values_ = nullptr;
+  bool inTable_ = false;
+  FlatHashMap<K, T, TableKeyHash<K>> table_;
 };
 
 template <class IN1, class IN2, class OUT, class F>
