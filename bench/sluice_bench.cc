@@ -1347,19 +1347,47 @@ int main(int argc, char** argv) {
                  "run this other sluice-bench build (A) and this one (B) alternately, ABBA, "
                  "--rounds times each with the other arguments, and print the median of the "
                  "paired B/A ratios of records per CPU-second per row");
-  app.add_option("--rounds", rounds, "--compare: rounds (default 10)")->check(CLI::Range(1, 1000));
+  std::string compareWorkload;
+  app.add_option("--compare-workload", compareWorkload,
+                 "run this workload (A) and the --workload ones (B) alternately, ABBA, --rounds "
+                 "times each with the other arguments, and print the median of the paired B/A "
+                 "ratios of records per CPU-second per B row (A's row of the same parallelism, "
+                 "else its row at parallelism 1)");
+  app.add_option("--rounds", rounds, "--compare, --compare-workload: rounds (default 10)")
+      ->check(CLI::Range(1, 1000));
   CLI11_PARSE(app, argc, argv);
-  if (!compareWith.empty()) {
-    // The children get every argument but these (and write their own JSON).
+  if (!compareWith.empty() && !compareWorkload.empty()) {
+    std::fprintf(stderr, "--compare and --compare-workload cannot be combined\n");
+    return 2;
+  }
+  if (!compareWorkload.empty() && workloads.empty()) {
+    std::fprintf(stderr, "--compare-workload needs the --workload(s) to compare it with\n");
+    return 2;
+  }
+  if (!compareWith.empty() || !compareWorkload.empty()) {
+    // The children get every argument but these (and write their own JSON);
+    // with --compare-workload, the --workload ones go to side B only.
     std::vector<std::string> rest;
+    std::vector<std::string> workloadArgs;
+    auto takesValue = [](const std::string& a) {
+      return a == "--compare" || a == "--rounds" || a == "--json" || a == "--compare-workload";
+    };
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
-      if (a == "--compare" || a == "--rounds" || a == "--json") {
+      if (!compareWorkload.empty() && a == "--workload" && i + 1 < argc) {
+        workloadArgs.push_back(a);
+        workloadArgs.push_back(argv[++i]);
+      } else if (!compareWorkload.empty() && a.rfind("--workload=", 0) == 0) {
+        workloadArgs.push_back(a);
+      } else if (takesValue(a)) {
         ++i;
       } else if (a.rfind("--compare=", 0) != 0 && a.rfind("--rounds=", 0) != 0 &&
-                 a.rfind("--json=", 0) != 0) {
+                 a.rfind("--json=", 0) != 0 && a.rfind("--compare-workload=", 0) != 0) {
         rest.push_back(a);
       }
+    }
+    if (!compareWorkload.empty()) {
+      return sluice::bench::runCompareWorkloads(compareWorkload, rounds, rest, workloadArgs);
     }
     return sluice::bench::runCompare(compareWith, rounds, rest);
   }
