@@ -9,15 +9,15 @@
 // Instead of one accumulator per key and window, kept in the state backend
 // with a timer per key and window, it keeps one accumulator per key and
 // slice (window::Slicing: a window is a run of whole slices) in an in-memory
-// table of its own: the key's number in a flat hash map, then its slices in
-// ascending order. An element on time goes to its key's newest slice: one
-// hash probe and the function's add, in place, no serialization and no
-// timer. Which keys have data in which slice, and which windows the
-// watermark fires and cleans up, the window::SliceScheduler keeps once for
-// the whole operator. A window fires with the merge of its slices: a
-// tumbling window is one slice; consecutive sliding windows of a key share
-// a window::TwoStacks, so each window costs a few merges whatever its number
-// of slices; cumulating windows keep a running merge per cycle.
+// table of its own: a flat hash map from the key to its newest slice (inline
+// in the map's slot) and its number, under which the key's older slices
+// are kept. An element on time goes to its key's newest slice: one hash
+// probe and the function's add, in place, no serialization and no timer. Which keys have data in
+// which slice, and which windows the watermark fires and cleans up, the window::SliceScheduler
+// keeps once for the whole operator. A window fires with the merge of its slices: a tumbling window
+// is one slice; consecutive sliding windows of a key share a window::TwoStacks, so each window
+// costs a few merges whatever its number of slices; cumulating windows keep a running merge per
+// cycle.
 //
 // Flink's semantics are the general operator's, step for step: lateness
 // (allowed lateness, the late side output, numLateRecordsDropped), an
@@ -228,11 +228,13 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
   OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
     OperatorStateSnapshot s;
     forEachKey([&](uint32_t k) {
+      if (keys_[k].empty) return;
       keyed_.setCurrentKey(keys_[k].key);
       stored_->update(toStored(k));
     });
     s.keyedState = keyed_.snapshot(checkpointId);
     forEachKey([&](uint32_t k) {
+      if (keys_[k].empty) return;
       keyed_.setCurrentKey(keys_[k].key);
       stored_->clear();
     });
@@ -273,13 +275,12 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
       lateElement(r);
       return;
     }
-    const uint32_t k = keyIndex(spec_.key(r.value));
-    std::vector<Slice>& slices = keys_[k].slices;
-    if (!slices.empty() && slices.back().id == cacheSlice_) [[likely]] {
-      fn_->add(slices.back().acc, r.value);
+    Entry& e = entry(spec_.key(r.value));
+    if (e.newest.id == cacheSlice_) [[likely]] {
+      fn_->add(e.newest.acc, r.value);
       return;
     }
-    addToSlice(k, cacheSlice_, r.value);
+    addToSlice(e, cacheSlice_, r.value);
   }
 
   void processWatermark(int input, Watermark watermark) override {
@@ -287,25 +288,50 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
     invalidateCache();
     if (restoredAhead_ && watermark_ >= maxRestoredWatermark_) restoredAhead_ = false;
     scheduler_.advance(watermark_, *this);
+    sweepEmptyKeys();
     OneInputOperator<IN, OUT>::processWatermark(input, watermark);
   }
 
-  // For tests: keys in the table, slices with data.
-  size_t numKeys() const { return index_.size(); }
+  // For tests: keys with slices, keys in the table (with and without
+  // slices), slices with data.
+  size_t numKeys() const { return index_.size() - emptyKeys_; }
+  size_t tableSize() const { return index_.size(); }
   size_t numSlices() const { return scheduler_.numSlices(); }
 
  private:
+  // No slice: no timestamp is in slice INT64_MIN (the minimum timestamp is
+  // refused, and slices are at least 1 ms long).
+  static constexpr int64_t kNoSlice = INT64_MIN;
   struct Slice {
-    int64_t id = 0;
+    int64_t id = kNoSlice;
     ACC acc{};
   };
+  // A key's slot in the table: its number and its newest slice (id kNoSlice
+  // when it has none, which happens only while it is being added).
+  struct Entry {
+    uint32_t k = 0;
+    Slice newest;
+  };
+  // The rest of a key, by number.
   struct KeyState {
     K key{};
-    std::vector<Slice> slices;  // ascending ids
+    std::vector<Slice> older;  // the slices before the newest, ascending ids
     // The watermark this key's restored state had seen: windows ending (and
     // cleaned up) at or before it fired (were cleaned up) before the restore.
     int64_t restoredWatermark = kMinTimestamp;
     bool used = false;
+    bool empty = false;  // in the table without slices, counted in emptyKeys_
+  };
+  // A key's slices in ascending order: the older ones, then the newest.
+  class Slices {
+   public:
+    Slices(Entry& e, KeyState& ks) : e_(e), older_(ks.older) {}
+    size_t size() const { return older_.size() + (e_.newest.id == kNoSlice ? 0 : 1); }
+    const Slice& operator[](size_t i) const { return i < older_.size() ? older_[i] : e_.newest; }
+
+   private:
+    Entry& e_;
+    std::vector<Slice>& older_;
   };
   // Sliding and cumulating windows: the merge of a key's slices up to
   // `through` (a window id), from the first slice of the last window fired.
@@ -341,35 +367,56 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
 
   // --- the table -------------------------------------------------------------
 
-  uint32_t keyIndex(const K& key) {
+  // The table's entry of `key`, added (without slices) when it has none.
+  // Valid until the next key is added or removed.
+  Entry& entry(const K& key) {
     auto [slot, added] = index_.tryEmplace(key);
-    if (!added) return slot->value;
-    uint32_t k;
-    if (!freeKeys_.empty()) {
-      k = freeKeys_.back();
-      freeKeys_.pop_back();
-    } else {
-      k = static_cast<uint32_t>(keys_.size());
-      keys_.emplace_back();
-      if (combines_) combined_.emplace_back();
+    if (added) [[unlikely]] {
+      uint32_t k;
+      if (!freeKeys_.empty()) {
+        k = freeKeys_.back();
+        freeKeys_.pop_back();
+      } else {
+        k = static_cast<uint32_t>(keys_.size());
+        keys_.emplace_back();
+        if (combines_) combined_.emplace_back();
+      }
+      slot->value.k = k;
+      keys_[k].key = key;
+      keys_[k].used = true;
     }
-    slot->value = k;
-    keys_[k].key = key;
-    keys_[k].used = true;
-    return k;
+    return slot->value;
+  }
+  // The entry of key number k (which has slices).
+  Entry& entryOf(uint32_t k) {
+    auto* slot = index_.find(keys_[k].key);
+    SLUICE_ASSERT(slot != nullptr, "a key with slices is in the table");
+    return slot->value;
   }
   void freeKey(uint32_t k) {
     KeyState& ks = keys_[k];
     index_.erase(ks.key);
     ks.used = false;
+    ks.empty = false;
     ks.restoredWatermark = kMinTimestamp;
-    ks.slices.clear();
+    ks.older.clear();
     if (combines_) {
       combined_[k].stacks.clear();
       combined_[k].valid = false;
     }
     refire_.erase(k);
     freeKeys_.push_back(k);
+  }
+  // Appends a slice newer than all of the key's (restore).
+  void appendSlice(Entry& e, Slice slice) {
+    if (e.newest.id != kNoSlice) {
+      keys_[e.k].older.push_back(std::move(e.newest));
+    } else if (keys_[e.k].empty) {
+      keys_[e.k].empty = false;
+      --emptyKeys_;
+    }
+    e.newest = std::move(slice);
+    scheduler_.keysOf(e.newest.id, watermark_).push_back(e.k);
   }
   template <class F>
   void forEachKey(F&& f) {
@@ -378,21 +425,32 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
     }
   }
 
-  // Adds `value` to slice j of key k (a new slice, or one older than its
-  // newest).
-  void addToSlice(uint32_t k, int64_t j, const IN& value) {
-    std::vector<Slice>& slices = keys_[k].slices;
-    auto it = slices.end();
-    if (!slices.empty() && slices.back().id > j) {
-      it = std::lower_bound(slices.begin(), slices.end(), j,
-                            [](const Slice& s, int64_t id) { return s.id < id; });
-    }
-    if (it != slices.end() && it->id == j) {
-      fn_->add(it->acc, value);
-    } else {
-      it = slices.insert(it, Slice{j, ACC{}});
-      fn_->first(it->acc, value);
+  // Adds `value` to slice j of the key of `e`.
+  void addToSlice(Entry& e, int64_t j, const IN& value) {
+    const uint32_t k = e.k;
+    if (e.newest.id == j) {
+      fn_->add(e.newest.acc, value);
+    } else if (e.newest.id < j) {  // a new newest slice (kNoSlice is below any j)
+      if (e.newest.id != kNoSlice) {
+        keys_[k].older.push_back(std::move(e.newest));
+      } else if (keys_[k].empty) {
+        keys_[k].empty = false;
+        --emptyKeys_;
+      }
+      e.newest.id = j;
+      fn_->first(e.newest.acc, value);
       keysOf(j).push_back(k);
+    } else {
+      std::vector<Slice>& older = keys_[k].older;
+      auto it = std::lower_bound(older.begin(), older.end(), j,
+                                 [](const Slice& s, int64_t id) { return s.id < id; });
+      if (it != older.end() && it->id == j) {
+        fn_->add(it->acc, value);
+      } else {
+        it = older.insert(it, Slice{j, ACC{}});
+        fn_->first(it->acc, value);
+        keysOf(j).push_back(k);
+      }
     }
     if (combines_ && combined_[k].valid && j <= combined_[k].through) combined_[k].valid = false;
   }
@@ -428,7 +486,7 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
     const K key = spec_.key(r.value);
     const int64_t j = cacheSlice_;
     int64_t keyWatermark = kMinTimestamp;
-    if (auto* found = index_.find(key)) keyWatermark = keys_[found->value].restoredWatermark;
+    if (auto* found = index_.find(key)) keyWatermark = keys_[found->value.k].restoredWatermark;
     const int64_t lateness = std::max(watermark_, keyWatermark);
     windows_.clear();
     const WindowId last = slicing_.lastWindowOf(j);
@@ -448,8 +506,9 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
       }
       return;
     }
-    const uint32_t k = keyIndex(key);
-    addToSlice(k, j, r.value);
+    Entry& e = entry(key);
+    const uint32_t k = e.k;
+    addToSlice(e, j, r.value);
     // Latest window first, as the assigners list them.
     for (auto it = windows_.rbegin(); it != windows_.rend(); ++it) {
       const int64_t maxTimestamp = slicing_.maxTimestamp(*it);
@@ -466,13 +525,15 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
 
   void fireWindow(WindowId w, uint32_t k) override {
     if (slicing_.maxTimestamp(w) <= keys_[k].restoredWatermark && !takeRefire(k, w)) return;
-    if (!combines_) {
-      for (const Slice& s : keys_[k].slices) {
+    if (!combines_) {  // tumbling: the window is slice w, usually the key's oldest
+      for (const Slice& s : keys_[k].older) {
         if (s.id == w) {
           emit(k, w, s.acc);
           return;
         }
       }
+      const Entry& e = entryOf(k);
+      if (e.newest.id == w) emit(k, w, e.newest.acc);
       return;
     }
     if (std::optional<ACC> acc = combine(k, w)) emit(k, w, *acc);
@@ -484,12 +545,38 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
     windowFunction_->clear(processCtx_);
   }
   void dropSlice(int64_t j, uint32_t k) override {
-    std::vector<Slice>& slices = keys_[k].slices;
-    SLUICE_ASSERT(!slices.empty() && slices.front().id == j,
-                  "a key's oldest slice is the one the scheduler drops");
+    std::vector<Slice>& older = keys_[k].older;
+    if (!older.empty()) {
+      SLUICE_ASSERT(older.front().id == j, "a key's oldest slice is the one the scheduler drops");
+      older.erase(older.begin());
+      return;
+    }
+    Entry& e = entryOf(k);
+    SLUICE_ASSERT(e.newest.id == j, "a key's oldest slice is the one the scheduler drops");
     (void)j;
-    slices.erase(slices.begin());
-    if (slices.empty()) freeKey(k);
+    // The key stays in the table, without slices, as it is likely to come
+    // back; sweepEmptyKeys() removes it if it does not.
+    e.newest = Slice{};
+    KeyState& ks = keys_[k];
+    ks.empty = true;
+    ks.restoredWatermark = kMinTimestamp;
+    ++emptyKeys_;
+    if (combines_) {
+      combined_[k].stacks.clear();
+      combined_[k].valid = false;
+    }
+    refire_.erase(k);
+  }
+  // Removes the keys without slices once they are as many as those with
+  // (and more than a few): a key coming back every window stays, memory
+  // stays bounded by twice the live keys, and each sweep is paid for by the
+  // keys that emptied since the last one.
+  void sweepEmptyKeys() {
+    if (emptyKeys_ < 1024 || emptyKeys_ < index_.size() - emptyKeys_) return;
+    forEachKey([&](uint32_t k) {
+      if (keys_[k].empty) freeKey(k);
+    });
+    emptyKeys_ = 0;
   }
   bool takeRefire(uint32_t k, WindowId w) {
     auto it = refire_.find(k);
@@ -505,8 +592,10 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
   // out of the watermark's order: late elements).
   std::optional<ACC> mergeSlices(uint32_t k, WindowId w) {
     const WindowId first = slicing_.firstSliceOf(w);
+    const Slices slices(entryOf(k), keys_[k]);
     std::optional<ACC> acc;
-    for (const Slice& s : keys_[k].slices) {
+    for (size_t i = 0; i < slices.size(); ++i) {
+      const Slice& s = slices[i];
       if (s.id < first) continue;
       if (s.id > w) break;
       if (acc) {
@@ -521,7 +610,7 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
   // key's TwoStacks: evict the slices before the window, push the new ones.
   std::optional<ACC> combine(uint32_t k, WindowId w) {
     Combined& c = combined_[k];
-    const std::vector<Slice>& slices = keys_[k].slices;
+    const Slices slices(entryOf(k), keys_[k]);
     const WindowId first = slicing_.firstSliceOf(w);
     auto merge = [this](ACC& a, const ACC& b) { fn_->merge(a, b); };
     if (!c.valid || w < c.through) {
@@ -560,13 +649,14 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
 
   // --- state -----------------------------------------------------------------
 
-  Stored toStored(uint32_t k) const {
-    const KeyState& ks = keys_[k];
+  Stored toStored(uint32_t k) {
+    KeyState& ks = keys_[k];
+    const Slices slices(entryOf(k), ks);
     Stored s;
     std::get<0>(s) = std::max(ks.restoredWatermark, watermark_);
-    auto& slices = std::get<1>(s);
-    slices.reserve(ks.slices.size());
-    for (const Slice& slice : ks.slices) slices.emplace_back(slice.id, slice.acc);
+    auto& stored = std::get<1>(s);
+    stored.reserve(slices.size());
+    for (size_t i = 0; i < slices.size(); ++i) stored.emplace_back(slices[i].id, slices[i].acc);
     if (auto it = refire_.find(k); it != refire_.end()) {
       for (WindowId w : it->second) std::get<2>(s).push_back(slicing_.window(w));
     }
@@ -593,14 +683,13 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
       std::optional<Stored> stored = stored_->value();
       stored_->clear();
       if (!stored || std::get<1>(*stored).empty()) return;
-      const uint32_t k = keyIndex(key);
+      auto& slices = std::get<1>(*stored);
+      std::sort(slices.begin(), slices.end(),
+                [](const auto& a, const auto& b) { return a.first < b.first; });
+      Entry& e = entry(key);
+      const uint32_t k = e.k;
+      for (auto& [j, acc] : slices) appendSlice(e, Slice{j, std::move(acc)});
       restoreKey(k, std::get<0>(*stored));
-      for (auto& [j, acc] : std::get<1>(*stored)) {
-        keys_[k].slices.push_back(Slice{j, std::move(acc)});
-        scheduler_.keysOf(j, watermark_).push_back(k);
-      }
-      std::sort(keys_[k].slices.begin(), keys_[k].slices.end(),
-                [](const Slice& a, const Slice& b) { return a.id < b.id; });
       for (const TimeWindow& w : std::get<2>(*stored)) {
         WindowId id;
         if (!slicing_.idOf(w, id)) {
@@ -674,13 +763,13 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
       if (slices.empty()) return;
       std::sort(slices.begin(), slices.end(),
                 [](const auto& a, const auto& b) { return a.first < b.first; });
-      const uint32_t k = keyIndex(key);
-      restoreKey(k, fired);
+      Entry& e = entry(key);
+      const uint32_t k = e.k;
       for (auto& [id, acc] : slices) {
-        const auto j = static_cast<int64_t>(id);  // tumbling: a window is a slice
-        keys_[k].slices.push_back(Slice{j, std::move(acc)});
-        scheduler_.keysOf(j, watermark_).push_back(k);
+        // Tumbling: a window is a slice.
+        appendSlice(e, Slice{static_cast<int64_t>(id), std::move(acc)});
       }
+      restoreKey(k, fired);
       for (WindowId id : pending) {
         if (slicing_.maxTimestamp(id) <= fired) refire_[k].push_back(id);
       }
@@ -700,10 +789,11 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
   const bool combines_;  // sliding or cumulating: windows merge slices
   window::SliceScheduler scheduler_;
 
-  FlatHashMap<K, uint32_t, SliceKeyHash<K>> index_;
+  FlatHashMap<K, Entry, SliceKeyHash<K>> index_;
   std::vector<KeyState> keys_;
   std::vector<Combined> combined_;  // per key, when combines_
   std::vector<uint32_t> freeKeys_;
+  size_t emptyKeys_ = 0;
   // Per key: windows that fired before the restore and have to fire again
   // (an element came in before the watermark caught up). Rare.
   std::map<uint32_t, std::vector<WindowId>> refire_;

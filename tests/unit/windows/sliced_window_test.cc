@@ -423,6 +423,46 @@ TEST(SlicedWindowTest, EmptySnapshotsRestoreEitherWay) {
             "(no error)");
 }
 
+// Keys without slices stay in the table while they may come back, and leave
+// it once they outnumber the keys with slices.
+TEST(SlicedWindowTest, KeysThatGoAwayLeaveTheTable) {
+  StreamExecutionEnvironment env;
+  auto op = env.fromElements(Ev{"unused", 0})
+                .keyBy([](const Ev& e) { return e.first; })
+                .window(TumblingEventTimeWindows::of(milliseconds(10)))
+                .sum(1);
+  using Op = internal::SlicingWindowOperator<std::string, Ev, Ev, Ev, Ev>;
+  Harness<Ev> h(env.getStreamGraph().node(op.getId()).factory->createOperator());
+  h.context().config().set(options::kStateBackendType, std::string("hashmap"));
+  h.open();
+  auto& sliced = dynamic_cast<Op&>(h.op());
+  auto key = [](int i) { return "k" + std::to_string(i); };
+  // 3000 keys in [0,10) and [10,20); the next window starts before the
+  // first fires, so no key empties.
+  for (int i = 0; i < 3000; ++i) h.processElement<Ev>(0, Ev{key(i), 1}, 5);
+  for (int i = 0; i < 3000; ++i) h.processElement<Ev>(0, Ev{key(i), 1}, 15);
+  h.processWatermark(0, 9);
+  EXPECT_EQ(sliced.numKeys(), 3000u);
+  EXPECT_EQ(sliced.tableSize(), 3000u);
+  // 2000 of them come back in [20,30): the other 1000 empty at 19 but stay
+  // (fewer than the live keys).
+  for (int i = 0; i < 2000; ++i) h.processElement<Ev>(0, Ev{key(i), 1}, 25);
+  h.processWatermark(0, 19);
+  EXPECT_EQ(sliced.numKeys(), 2000u);
+  EXPECT_EQ(sliced.tableSize(), 3000u);
+  // 200 come back in [30,40): 1800 more empty, now more than the live ones:
+  // every key without slices goes.
+  for (int i = 0; i < 200; ++i) h.processElement<Ev>(0, Ev{key(i), 1}, 35);
+  h.processWatermark(0, 29);
+  EXPECT_EQ(sliced.numKeys(), 200u);
+  EXPECT_EQ(sliced.tableSize(), 200u);
+  h.processWatermark(0, 39);
+  EXPECT_EQ(h.output().records.size(), 3000u + 3000u + 2000u + 200u);
+  int64_t sum = 0;
+  for (const auto& r : h.output().records) sum += r.value.second;
+  EXPECT_EQ(sum, 3000 + 3000 + 2000 + 200);
+}
+
 // The choice of operator: the sliced one only where it applies.
 TEST(SlicedWindowTest, ChoosesTheGeneralOperatorWhereSlicesDoNotApply) {
   auto nameOf = [](auto build, const std::string& backend = "hashmap") {
