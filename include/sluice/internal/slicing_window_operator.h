@@ -158,6 +158,84 @@ class AggregateSlices final : public SliceFunction<IN, ACC, OUT> {
   InternalAggregatingState<TimeWindow, IN, ACC, OUT>* general_ = nullptr;
 };
 
+// A key's entry in keyed state "window-slices", written while a snapshot is
+// taken: the watermark its slices had seen, its slices (index, accumulator)
+// in ascending order, and the windows it has to fire again. The first two
+// slices are inline, so that the entry of a key with one window open (or
+// two, around a window's end) is written without allocating.
+template <class ACC>
+struct StoredSlices {
+  int64_t watermark = kMinTimestamp;
+  uint32_t count = 0;
+  std::pair<int64_t, ACC> first[2];
+  std::vector<std::pair<int64_t, ACC>> more;
+  std::vector<TimeWindow> refire;
+
+  void clear() {
+    count = 0;
+    more.clear();
+    refire.clear();
+  }
+  void add(int64_t id, const ACC& acc) {
+    if (count < 2) {
+      first[count] = {id, acc};
+    } else {
+      more.emplace_back(id, acc);
+    }
+    ++count;
+  }
+  std::pair<int64_t, ACC>& at(uint32_t i) { return i < 2 ? first[i] : more[i - 2]; }
+};
+
+}  // namespace sluice::internal
+
+namespace sluice {
+
+template <class ACC>
+struct TypeSerializer<internal::StoredSlices<ACC>> {
+  using Stored = internal::StoredSlices<ACC>;
+  static constexpr size_t kMinEncodedSize = 10;
+  static void serialize(const Stored& v, DataOutputView& out) {
+    out.writeI64(v.watermark);
+    out.writeVarUint(v.count);
+    for (uint32_t i = 0; i < v.count; ++i) {
+      const auto& slice = i < 2 ? v.first[i] : v.more[i - 2];
+      out.writeI64(slice.first);
+      TypeSerializer<ACC>::serialize(slice.second, out);
+    }
+    out.writeVarUint(v.refire.size());
+    for (const TimeWindow& w : v.refire) TypeSerializer<TimeWindow>::serialize(w, out);
+  }
+  static void deserialize(Stored& v, DataInputView& in) {
+    v.clear();
+    v.watermark = in.readI64();
+    const uint64_t count = in.readVarUintFor("slice count");
+    for (uint64_t i = 0; i < count; ++i) {
+      const size_t at = in.position();
+      const int64_t id = in.readI64();
+      ACC acc{};
+      TypeSerializer<ACC>::deserialize(acc, in);
+      if (in.remaining() == 0 && i + 1 < count) in.failAt(at, "slices missing");
+      v.add(id, acc);
+    }
+    const uint64_t refire = in.readVarUintFor("window count");
+    for (uint64_t i = 0; i < refire; ++i) {
+      TimeWindow w;
+      TypeSerializer<TimeWindow>::deserialize(w, in);
+      v.refire.push_back(w);
+    }
+  }
+  static std::string schema() {
+    return "SlicedWindowKey{watermark:int64,slices:list<tuple<int64," +
+           TypeSerializer<ACC>::schema() + ">>,refire:list<" +
+           TypeSerializer<TimeWindow>::schema() + ">}";
+  }
+};
+
+}  // namespace sluice
+
+namespace sluice::internal {
+
 // How the table hashes keys: std::hash where it exists, else Java's hashCode.
 template <class K>
 struct SliceKeyHash {
@@ -193,9 +271,7 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
   using W = TimeWindow;
   using WindowId = window::WindowId;
   using Function = InternalWindowFunction<V, OUT, K, W>;
-  // A key's entry in "window-slices": the watermark its slices have seen,
-  // its slices (index, accumulator), and the windows it has to fire again.
-  using Stored = std::tuple<int64_t, std::vector<std::pair<int64_t, ACC>>, std::vector<TimeWindow>>;
+  using Stored = StoredSlices<ACC>;
 
  public:
   explicit SlicingWindowOperator(SlicingWindowSpec<K, IN, ACC, V, OUT> spec)
@@ -225,22 +301,27 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
     }
   }
 
+  // The slices go into the keyed state backend for the snapshot and out of
+  // it again once the checkpoint completed (its snapshot is written by
+  // then, so removing them copies nothing), or at the next snapshot.
   OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
+    removeWritten();
     OperatorStateSnapshot s;
     forEachKey([&](uint32_t k) {
       if (keys_[k].empty) return;
       keyed_.setCurrentKey(keys_[k].key);
-      stored_->update(toStored(k));
+      toStored(k, scratch_);
+      stored_->update(scratch_);
+      written_.push_back(keys_[k].key);
     });
     s.keyedState = keyed_.snapshot(checkpointId);
-    forEachKey([&](uint32_t k) {
-      if (keys_[k].empty) return;
-      keyed_.setCurrentKey(keys_[k].key);
-      stored_->clear();
-    });
     s.operatorState =
         functionState_.snapshotCheckpointed(windowFunction_->checkpointed(), checkpointId);
     return s;
+  }
+  void notifyCheckpointComplete(int64_t checkpointId) override {
+    (void)checkpointId;
+    removeWritten();
   }
 
   void open() override {
@@ -649,18 +730,23 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
 
   // --- state -----------------------------------------------------------------
 
-  Stored toStored(uint32_t k) {
+  void toStored(uint32_t k, Stored& s) {
     KeyState& ks = keys_[k];
     const Slices slices(entryOf(k), ks);
-    Stored s;
-    std::get<0>(s) = std::max(ks.restoredWatermark, watermark_);
-    auto& stored = std::get<1>(s);
-    stored.reserve(slices.size());
-    for (size_t i = 0; i < slices.size(); ++i) stored.emplace_back(slices[i].id, slices[i].acc);
+    s.clear();
+    s.watermark = std::max(ks.restoredWatermark, watermark_);
+    for (size_t i = 0; i < slices.size(); ++i) s.add(slices[i].id, slices[i].acc);
     if (auto it = refire_.find(k); it != refire_.end()) {
-      for (WindowId w : it->second) std::get<2>(s).push_back(slicing_.window(w));
+      for (WindowId w : it->second) s.refire.push_back(slicing_.window(w));
     }
-    return s;
+  }
+  // Removes what the last snapshot wrote from the backend.
+  void removeWritten() {
+    for (const K& key : written_) {
+      keyed_.setCurrentKey(key);
+      stored_->clear();
+    }
+    written_.clear();
   }
 
   // The slicing in operator state: a restore must cut windows the same way.
@@ -682,15 +768,16 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
       keyed_.setCurrentKey(key);
       std::optional<Stored> stored = stored_->value();
       stored_->clear();
-      if (!stored || std::get<1>(*stored).empty()) return;
-      auto& slices = std::get<1>(*stored);
+      if (!stored || stored->count == 0) return;
+      std::vector<std::pair<int64_t, ACC>> slices;
+      for (uint32_t i = 0; i < stored->count; ++i) slices.push_back(std::move(stored->at(i)));
       std::sort(slices.begin(), slices.end(),
                 [](const auto& a, const auto& b) { return a.first < b.first; });
       Entry& e = entry(key);
       const uint32_t k = e.k;
       for (auto& [j, acc] : slices) appendSlice(e, Slice{j, std::move(acc)});
-      restoreKey(k, std::get<0>(*stored));
-      for (const TimeWindow& w : std::get<2>(*stored)) {
+      restoreKey(k, stored->watermark);
+      for (const TimeWindow& w : stored->refire) {
         WindowId id;
         if (!slicing_.idOf(w, id)) {
           window::failLayoutChanged(this->operatorName(), "a window " + w.toString(),
@@ -814,6 +901,8 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
   KeyedStateHandler<K> keyed_;
   FunctionStateHandler functionState_;
   InternalValueState<VoidNamespace, Stored>* stored_ = nullptr;
+  Stored scratch_;
+  std::vector<K> written_;                    // keys the last snapshot wrote into stored_
   InternalTimerService<K, W> generalTimers_;  // a restored general operator's, to take over
   Output<IN>* lateOutput_ = nullptr;
   std::vector<WindowId> windows_;
