@@ -307,12 +307,12 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
   OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
     removeWritten();
     OperatorStateSnapshot s;
-    forEachKey([&](uint32_t k) {
-      if (keys_[k].empty) return;
-      keyed_.setCurrentKey(keys_[k].key);
-      toStored(k, scratch_);
+    index_.forEach([&](const K& key, Entry& e) {
+      if (e.newest.id == kNoSlice) return;
+      keyed_.setCurrentKey(key);
+      toStored(e, scratch_);
       stored_->update(scratch_);
-      written_.push_back(keys_[k].key);
+      written_.push_back(key);
     });
     s.keyedState = keyed_.snapshot(checkpointId);
     s.operatorState =
@@ -730,9 +730,10 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
 
   // --- state -----------------------------------------------------------------
 
-  void toStored(uint32_t k, Stored& s) {
+  void toStored(Entry& e, Stored& s) {
+    const uint32_t k = e.k;
     KeyState& ks = keys_[k];
-    const Slices slices(entryOf(k), ks);
+    const Slices slices(e, ks);
     s.clear();
     s.watermark = std::max(ks.restoredWatermark, watermark_);
     for (size_t i = 0; i < slices.size(); ++i) s.add(slices[i].id, slices[i].acc);
