@@ -12,12 +12,13 @@
 // table of its own: a flat hash map from the key to its newest slice (inline
 // in the map's slot) and its number, under which the key's older slices
 // are kept. An element on time goes to its key's newest slice: one hash
-// probe and the function's add, in place, no serialization and no timer. Which keys have data in
-// which slice, and which windows the watermark fires and cleans up, the window::SliceScheduler
-// keeps once for the whole operator. A window fires with the merge of its slices: a tumbling window
-// is one slice; consecutive sliding windows of a key share a window::TwoStacks, so each window
-// costs a few merges whatever its number of slices; cumulating windows keep a running merge per
-// cycle.
+// probe and the function's add, in place, no serialization and no timer.
+// Which keys have data in which slice, and which windows the watermark fires
+// and cleans up, the window::SliceScheduler keeps once for the whole
+// operator. A window fires with the merge of its slices: a tumbling window
+// is one slice; consecutive sliding windows of a key share a
+// window::TwoStacks, so each window costs a few merges whatever its number
+// of slices; cumulating windows keep a running merge per cycle.
 //
 // Flink's semantics are the general operator's, step for step: lateness
 // (allowed lateness, the late side output, numLateRecordsDropped), an
@@ -27,12 +28,12 @@
 // ProcessWindowFunction's context (window, watermark, windowState,
 // globalState, side outputs) and its clear() at the window's cleanup.
 //
-// State. The table is written into the keyed state backend only while a
-// snapshot is taken (state "window-slices", one value per key: the
-// watermark the key has seen, its slices, the windows it has still to fire
-// again), then removed again; a restore loads the entries of the subtask's
-// key groups and removes them, so rescaling redistributes slices by key
-// group as any keyed state. The slicing itself is operator state
+// State. The table is written into the keyed state backend when a snapshot
+// is taken (state "window-slices", one value per key: the watermark the key
+// has seen, its slices, the windows it has still to fire again) and removed
+// from it once the checkpoint completes; a restore loads the entries of the
+// subtask's key groups and removes them, so rescaling redistributes slices
+// by key group as any keyed state. The slicing itself is operator state
 // ("window-slices-layout"), checked on restore. A snapshot of the general
 // operator with tumbling windows is taken over (window::sliced_state.h).
 //
