@@ -491,9 +491,11 @@ Row runWindowTumbling(int64_t n, int parallelism, int repeat, const std::string&
     check(totals->sumOfField1 == expectedSum, "window-tumbling: the window sums do not add up");
     return s;
   });
+  // Issue 18's target for the sliced window operator (the hashmap backend
+  // runs it; rocksdb keeps the general one).
   if (backend.empty() || backend == "hashmap") {
-    row.target = ">=10M ev/s per core";
-    row.targetMet = row.recordsPerCpuSecond() >= 10e6;
+    row.target = ">=40M ev/s per core";
+    row.targetMet = row.recordsPerCpuSecond() >= 40e6;
   }
   return row;
 }
@@ -550,8 +552,8 @@ Row runWindowSliding(int64_t n, int parallelism, int repeat, const std::string& 
     return s;
   });
   if (backend.empty() || backend == "hashmap") {
-    row.target = ">=3M ev/s per core";
-    row.targetMet = row.recordsPerCpuSecond() >= 3e6;
+    row.target = ">=20M ev/s per core";
+    row.targetMet = row.recordsPerCpuSecond() >= 20e6;
   }
   return row;
 }
