@@ -42,7 +42,7 @@ bool BufferPool::makeRoomLocked(bool forBatch) {
     freeBatches_.pop_back();
     auto it = std::find_if(ownedBatches_.begin(), ownedBatches_.end(),
                            [b](const auto& o) { return o.get() == b; });
-    allocatedBytes.fetch_sub(static_cast<int64_t>(segmentSize_), std::memory_order_relaxed);
+    allocatedBytes.fetch_sub(static_cast<int64_t>(batchBytes_), std::memory_order_relaxed);
     ownedBatches_.erase(it);
     return true;
   }
@@ -89,7 +89,7 @@ ElementBatch* BufferPool::requestBatch() {
     if (static_cast<int>(owned_.size() + ownedBatches_.size()) < maxSegments_ ||
         makeRoomLocked(true)) {
       ownedBatches_.push_back(makeBatch_());
-      allocatedBytes.fetch_add(static_cast<int64_t>(segmentSize_), std::memory_order_relaxed);
+      allocatedBytes.fetch_add(static_cast<int64_t>(batchBytes_), std::memory_order_relaxed);
       return ownedBatches_.back().get();
     }
     waitLocked(lock);
@@ -108,7 +108,7 @@ void BufferPool::recycleBatch(ElementBatch* batch) {
 
 BufferPool::~BufferPool() {
   allocatedBytes.fetch_sub(
-      static_cast<int64_t>((owned_.size() + ownedBatches_.size()) * segmentSize_),
+      static_cast<int64_t>(owned_.size() * segmentSize_ + ownedBatches_.size() * batchBytes_),
       std::memory_order_relaxed);
 }
 

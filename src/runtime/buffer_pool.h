@@ -3,8 +3,8 @@
 // between subtasks of one process.
 //
 // A BufferPool hands out at most `maxSegments` buffers at a time, segments of
-// `segmentSize` bytes and batches of about as many bytes of records together,
-// allocated on first use and reused afterwards. A producer that finds no
+// `segmentSize` bytes and batches (of kBatchSegments segments' worth of
+// records) together, allocated on first use and reused afterwards. A producer that finds no
 // free buffer blocks until its consumer recycles one: that wait is
 // backpressure, and it is what keeps a job's memory bounded.
 #pragma once
@@ -44,6 +44,12 @@ class BufferSink {
   virtual void push(int channel, Buffer buffer) = 0;
 };
 
+// How many segments' worth of records a typed batch holds. A batch crosses
+// threads whole, and a consumer that drained its gate sleeps until the next
+// one comes: larger batches pay that wake-up less often (about 6 ns per
+// record at 32 KiB of int64 triples, under 2 ns at 128 KiB).
+inline constexpr size_t kBatchSegments = 4;
+
 class BufferPool {
  public:
   BufferPool(size_t segmentSize, int maxSegments);
@@ -57,9 +63,11 @@ class BufferPool {
   void recycle(uint8_t* segment);
 
   // Batches: the same bound, shared with segments. `factory` makes a new
-  // (empty) batch; set it before the first requestBatch().
-  void setBatchFactory(std::function<std::unique_ptr<ElementBatch>()> factory) {
+  // (empty) batch of about `batchBytes` of records (what the process's
+  // network memory counts it as); set it before the first requestBatch().
+  void setBatchFactory(std::function<std::unique_ptr<ElementBatch>()> factory, size_t batchBytes) {
     makeBatch_ = std::move(factory);
+    batchBytes_ = batchBytes;
   }
   // Blocks while every buffer is in use; an empty batch, or nullptr once
   // cancel() was called. Any thread.
@@ -102,6 +110,7 @@ class BufferPool {
   std::vector<std::unique_ptr<ElementBatch>> ownedBatches_;
   std::vector<ElementBatch*> freeBatches_;
   std::function<std::unique_ptr<ElementBatch>()> makeBatch_;
+  size_t batchBytes_ = 0;
   bool cancelled_ = false;
   std::atomic<int64_t> waitedNanos_{0};
   std::atomic<int64_t> waitingSince_{0};  // steady-clock ns; 0: not waiting

@@ -38,9 +38,11 @@ void Task::addWriter(int jobEdge, std::vector<RecordWriter::Target> targets, siz
   int segments = static_cast<int>(targets.size()) * buffersPerChannel + floatingBuffers;
   pools_.push_back(std::make_unique<BufferPool>(segmentSize, segments));
   // Local channels carry typed batches of the edge's record type, each
-  // about a segment's worth of records.
+  // kBatchSegments segments' worth of records.
   const TypeOps* type = graph_.edge(jobGraph_.edges.at(jobEdge).streamEdge).type.get();
-  pools_.back()->setBatchFactory([type, segmentSize] { return type->createBatch(segmentSize); });
+  const size_t batchBytes = kBatchSegments * segmentSize;
+  pools_.back()->setBatchFactory([type, batchBytes] { return type->createBatch(batchBytes); },
+                                 batchBytes);
   writers_[jobGraph_.edges.at(jobEdge).streamEdge] = std::make_unique<RecordWriter>(
       std::move(targets), *pools_.back(), jobGraph_.bufferTimeoutMs == 0);
 }

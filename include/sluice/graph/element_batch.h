@@ -92,7 +92,7 @@ class ElementBatch {
 template <class T>
 class TypedElementBatch final : public ElementBatch {
  public:
-  // Holds about `bytes` of records (at least 16, at most 4096 records).
+  // Holds about `bytes` of records (at least 16, at most 8192 records).
   explicit TypedElementBatch(size_t bytes) : ElementBatch(capacityFor(bytes), sizeof(Record)) {}
 
   void add(const StreamRecord<T>& record) {
@@ -111,7 +111,7 @@ class TypedElementBatch final : public ElementBatch {
   static uint32_t capacityFor(size_t bytes) {
     size_t n = bytes / sizeof(Record);
     if (n < 16) n = 16;
-    if (n > 4096) n = 4096;
+    if (n > 8192) n = 8192;
     return static_cast<uint32_t>(n);
   }
   std::vector<Record> slots_;

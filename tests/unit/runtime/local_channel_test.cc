@@ -49,7 +49,7 @@ constexpr size_t kBatchBytes = 1;
 constexpr size_t kSegment = 64;
 
 void setStringBatches(BufferPool& pool) {
-  pool.setBatchFactory([] { return std::make_unique<Batch>(kBatchBytes); });
+  pool.setBatchFactory([] { return std::make_unique<Batch>(kBatchBytes); }, kSegment);
 }
 
 std::vector<RecordWriter::Target> localTargets(InputGate& gate) {
