@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
@@ -604,21 +605,25 @@ inline int64_t checkPositive(int64_t ms, const char* what) {
 }
 
 // Flink's TimeWindow.mergeWindows: sort by start, merge runs that intersect.
+// Runs per element of a session window; allocates nothing once its scratch
+// vectors (per thread) have grown.
 template <class CB>
-void mergeTimeWindows(std::vector<TimeWindow> windows, CB& callback) {
-  std::sort(windows.begin(), windows.end(),
+void mergeTimeWindows(const std::vector<TimeWindow>& windows, CB& callback) {
+  thread_local std::vector<TimeWindow> sorted;
+  thread_local std::vector<TimeWindow> members;
+  sorted.assign(windows.begin(), windows.end());
+  std::sort(sorted.begin(), sorted.end(),
             [](const TimeWindow& a, const TimeWindow& b) { return a.getStart() < b.getStart(); });
-  std::vector<std::pair<TimeWindow, std::vector<TimeWindow>>> merged;
-  for (const TimeWindow& w : windows) {
-    if (merged.empty() || !merged.back().first.intersects(w)) {
-      merged.push_back({w, {w}});
-    } else {
-      merged.back().first = merged.back().first.cover(w);
-      merged.back().second.push_back(w);
+  for (size_t i = 0; i < sorted.size();) {
+    TimeWindow cover = sorted[i];
+    size_t j = i + 1;
+    while (j < sorted.size() && cover.intersects(sorted[j])) cover = cover.cover(sorted[j++]);
+    if (j - i > 1) {
+      members.assign(sorted.begin() + static_cast<std::ptrdiff_t>(i),
+                     sorted.begin() + static_cast<std::ptrdiff_t>(j));
+      callback.merge(members, cover);
     }
-  }
-  for (auto& [result, members] : merged) {
-    if (members.size() > 1) callback.merge(members, result);
+    i = j;
   }
 }
 

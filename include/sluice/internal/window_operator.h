@@ -679,8 +679,12 @@ class WindowOperator final : public OneInputOperator<IN, OUT>,
   }
   void mergeWindows(const W& mergeResult, const std::vector<W>& mergedWindows,
                     const W& stateWindowResult, const std::vector<W>& mergedStateWindows) {
-    cleanup_.checkMergeResult(mergeResult.maxTimestamp(), timers_.currentWatermark(),
-                              timers_.currentProcessingTime(), describe(mergeResult));
+    // The window is described, and the clock read, only when they matter.
+    const int64_t watermark = timers_.currentWatermark();
+    const int64_t now = cleanup_.eventTime() ? kMinTimestamp : timers_.currentProcessingTime();
+    if (cleanup_.isMergeResultLate(mergeResult.maxTimestamp(), watermark, now)) [[unlikely]] {
+      cleanup_.failMergeResult(watermark, now, describe(mergeResult));
+    }
     triggerCtx_.window = mergeResult;
     triggerCtx_.merged = &mergedWindows;
     trigger_->onMerge(mergeResult, triggerCtx_);
