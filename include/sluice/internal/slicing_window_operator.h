@@ -237,22 +237,9 @@ struct TypeSerializer<internal::StoredSlices<ACC>> {
 
 namespace sluice::internal {
 
-// How the table hashes keys: std::hash where it exists, else Java's hashCode.
-template <class K>
-struct SliceKeyHash {
-  uint64_t operator()(const K& key) const {
-    if constexpr (requires { std::hash<K>{}(key); }) {
-      return std::hash<K>{}(key);
-    } else {
-      return static_cast<uint32_t>(javaHashCode(key));
-    }
-  }
-};
-
 // Key types the table can hold (others keep the general operator).
 template <class K>
-concept SliceableKey =
-    std::equality_comparable<K> && std::default_initializable<K> && std::copy_constructible<K>;
+concept SliceableKey = TableKey<K>;
 
 // What the API passes to the operator.
 template <class K, class IN, class ACC, class V, class OUT>
@@ -818,7 +805,7 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
     struct Windows {
       std::vector<std::pair<W, bool>> windows;  // window, has to fire
     };
-    FlatHashMap<K, Windows, SliceKeyHash<K>> byKey;
+    FlatHashMap<K, Windows, TableKeyHash<K>> byKey;
     generalTimers_.forEachTimer(TimeDomain::EVENT_TIME, [&](const TimerData<K, W>& t) {
       auto& ws = byKey.tryEmplace(t.key).first->value.windows;
       const bool fires = t.timestamp == t.ns.maxTimestamp();
@@ -878,7 +865,7 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
   const bool combines_;  // sliding or cumulating: windows merge slices
   window::SliceScheduler scheduler_;
 
-  FlatHashMap<K, Entry, SliceKeyHash<K>> index_;
+  FlatHashMap<K, Entry, TableKeyHash<K>> index_;
   std::vector<KeyState> keys_;
   std::vector<Combined> combined_;  // per key, when combines_
   std::vector<uint32_t> freeKeys_;
