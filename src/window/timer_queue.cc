@@ -85,7 +85,7 @@ class TimerBytes {
 };
 
 // One stored timer. Lives in a Domain's slab at a stable address from add
-// to removal; heapPos is its place in the domain's heap.
+// until it leaves the domain's heap.
 struct Timer {
   int64_t timestamp = 0;
   // The first 16 bytes of `bytes` as two big-endian words (zero-padded):
@@ -94,8 +94,8 @@ struct Timer {
   uint64_t prefix[2] = {0, 0};
   uint64_t hash = 0;
   int32_t keyGroup = 0;
-  uint32_t heapPos = 0;
-  TimerBytes bytes;  // key | namespace: identity and tie-break
+  bool live = false;  // false once removed, until it leaves the heap
+  TimerBytes bytes;   // key | namespace: identity and tie-break
 
   void set(int64_t ts, const uint8_t* data, size_t n, uint64_t h, int32_t group) {
     timestamp = ts;
@@ -191,21 +191,29 @@ Probe probeOf(const Timer& t) { return Probe{t.timestamp, t.bytes.data(), t.byte
 
 // The timers of one domain: a binary min-heap in firing order over timers
 // kept in a slab (stable addresses, reused slots), and the de-duplication
-// index from (timestamp, bytes) to the timer. Adding, removing and firing
-// are O(log n), without allocating once the slab and heap have grown.
+// index from (timestamp, bytes) to the timer. A removed timer leaves the
+// index at once and the heap lazily: it is marked dead and dropped when it
+// comes to the top, or when dead timers outnumber live ones (a job that keeps
+// moving a far timer forward). Adding and firing are O(log n), removing
+// O(1), all without allocating once the slab and heap have grown.
 struct TimerQueue::Domain {
   std::deque<Timer> slab;
   std::vector<Timer*> freeTimers;
-  std::vector<Timer*> heap;
+  std::vector<Timer*> heap;  // live and dead timers
+  size_t live = 0;
   FlatHashMap<IndexKey, Timer*, IndexHash> index;
   // The last timer add() saw exist or inserted; cleared by every removal.
   bool memoValid = false;
   int64_t memoTime = 0;
   std::vector<uint8_t> memo;
 
-  size_t size() const { return heap.size(); }
-  bool empty() const { return heap.empty(); }
-  const Timer& top() const { return *heap.front(); }
+  size_t size() const { return live; }
+  bool empty() const { return live == 0; }
+  // The first live timer; the domain must not be empty.
+  const Timer& top() {
+    dropDeadTop();
+    return *heap.front();
+  }
 
   // Stores a timer unless an equal one exists; returns whether it did.
   bool insert(int64_t ts, const uint8_t* data, size_t n, uint64_t h, int32_t keyGroup) {
@@ -220,11 +228,12 @@ struct TimerQueue::Domain {
       freeTimers.pop_back();
     }
     t->set(ts, data, n, h, keyGroup);
+    t->live = true;
     slot->key.timer = t;
     slot->value = t;
-    t->heapPos = static_cast<uint32_t>(heap.size());
     heap.push_back(t);
-    siftUp(t->heapPos);
+    std::push_heap(heap.begin(), heap.end(), later);
+    ++live;
     return true;
   }
   // Removes the timer `probe` names, if stored.
@@ -233,70 +242,60 @@ struct TimerQueue::Domain {
     if (found == nullptr) return;
     Timer* t = found->value;
     index.erase(probe);
-    unlink(t);
-    release(t);
+    t->live = false;
+    --live;
+    if (heap.size() > 64 && heap.size() > 2 * live) compact();
   }
-  // Takes the first timer out of the heap and the index; the caller gives
-  // it back with release() once done with it.
+  // Takes the first live timer out of the heap and the index; the caller
+  // gives it back with release() once done with it.
   Timer* popFirst() {
     memoValid = false;
+    dropDeadTop();
     Timer* t = heap.front();
+    std::pop_heap(heap.begin(), heap.end(), later);
+    heap.pop_back();
     index.erase(probeOf(*t));
-    unlink(t);
+    --live;
     return t;
   }
   void release(Timer* t) {
     t->bytes.release();
     freeTimers.push_back(t);
   }
-  // Every stored timer, in firing order.
+  // Every live timer, in firing order.
   std::vector<const Timer*> sorted() const {
-    std::vector<const Timer*> all(heap.begin(), heap.end());
+    std::vector<const Timer*> all;
+    all.reserve(live);
+    for (const Timer* t : heap) {
+      if (t->live) all.push_back(t);
+    }
     std::sort(all.begin(), all.end(),
               [](const Timer* a, const Timer* b) { return firesBefore(*a, *b); });
     return all;
   }
 
  private:
-  // Takes `t` out of the heap (not the index); its slab slot stays taken
-  // until release().
-  void unlink(Timer* t) {
-    const uint32_t pos = t->heapPos;
-    Timer* last = heap.back();
-    heap.pop_back();
-    if (last != t) {
-      heap[pos] = last;
-      last->heapPos = pos;
-      siftDown(pos);
-      siftUp(last->heapPos);
+  // The heap's order, for the std heap functions (a max-heap of "fires later").
+  static bool later(const Timer* a, const Timer* b) { return firesBefore(*b, *a); }
+  void dropDeadTop() {
+    while (!heap.front()->live) {
+      Timer* dead = heap.front();
+      std::pop_heap(heap.begin(), heap.end(), later);
+      heap.pop_back();
+      release(dead);
     }
   }
-  void siftUp(uint32_t pos) {
-    Timer* t = heap[pos];
-    while (pos > 0) {
-      const uint32_t parent = (pos - 1) / 2;
-      if (!firesBefore(*t, *heap[parent])) break;
-      heap[pos] = heap[parent];
-      heap[pos]->heapPos = pos;
-      pos = parent;
+  void compact() {
+    size_t kept = 0;
+    for (Timer* t : heap) {
+      if (t->live) {
+        heap[kept++] = t;
+      } else {
+        release(t);
+      }
     }
-    heap[pos] = t;
-    t->heapPos = pos;
-  }
-  void siftDown(uint32_t pos) {
-    const auto n = static_cast<uint32_t>(heap.size());
-    Timer* t = heap[pos];
-    for (;;) {
-      uint32_t child = 2 * pos + 1;
-      if (child >= n) break;
-      if (child + 1 < n && firesBefore(*heap[child + 1], *heap[child])) ++child;
-      if (!firesBefore(*heap[child], *t)) break;
-      heap[pos] = heap[child];
-      heap[pos]->heapPos = pos;
-      pos = child;
-    }
-    heap[pos] = t;
-    t->heapPos = pos;
+    heap.resize(kept);
+    std::make_heap(heap.begin(), heap.end(), later);
   }
 };
 

@@ -152,6 +152,37 @@ TEST(TimerQueueTest, MatchesAnOrderedSetUnderRandomAddsRemovesAndFiring) {
   }
 }
 
+// A job that keeps moving a timer (delete the old, register a later one, the
+// inactivity-timeout pattern) and removes most of what it registered: the
+// removed timers never fire, the rest fire in order, and what is left after
+// each phase is exactly what the model holds.
+TEST(TimerQueueTest, ManyRemovalsThenFiringKeepOrderAndCount) {
+  Harness h(0);
+  std::mt19937 rng(9);
+  for (int round = 0; round < 5; ++round) {
+    std::string key = "moving-" + std::to_string(round);
+    for (int64_t t = 1000; t < 5000; ++t) {
+      h.add(TimeDomain::EVENT_TIME, t + 100000, key);
+      h.remove(TimeDomain::EVENT_TIME, t + 100000, key);
+    }
+    h.add(TimeDomain::EVENT_TIME, 200000 + round, key);
+    std::vector<std::pair<int64_t, std::string>> added;
+    for (int i = 0; i < 2000; ++i) {
+      std::string bytes = randomBytes(rng);
+      const int64_t ts = 1 + static_cast<int64_t>(rng() % 5000);
+      h.add(TimeDomain::EVENT_TIME, ts, bytes);
+      added.emplace_back(ts, bytes);
+    }
+    for (size_t i = 0; i < added.size(); ++i) {
+      if (i % 10 != 0) h.remove(TimeDomain::EVENT_TIME, added[i].first, added[i].second);
+    }
+    h.expectSameAsModel();
+  }
+  h.queue.advanceWatermark(kMaxTimestamp);
+  EXPECT_TRUE(h.event.empty());
+  EXPECT_EQ(h.queue.size(TimeDomain::EVENT_TIME), 0u);
+}
+
 // A restore keeps exactly the timers of its key-group range.
 TEST(TimerQueueTest, RestoreKeepsTheTimersOfItsKeyGroups) {
   sluice::testing::HarnessOperatorContext context("timers", 0, 1, 128);
