@@ -1027,12 +1027,12 @@ class KeyedReduceOperator final : public KeyedUdfOperator<OneInputOperator<T, T>
   OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
     if constexpr (kCanTable) {
       if (inTable_) {
-        table_.forEach([this](const K& key, const T& value) {
+        table_.forEach([this](const K& key, const StreamRecord<T>& running) {
           this->keyed_.setCurrentKey(key);
-          values_->update(value);
+          values_->update(running.value);
         });
         OperatorStateSnapshot s = Base::snapshotState(checkpointId);
-        table_.forEach([this](const K& key, const T&) {
+        table_.forEach([this](const K& key, const StreamRecord<T>&) {
           this->keyed_.setCurrentKey(key);
           values_->clear();
         });
@@ -1045,12 +1045,17 @@ class KeyedReduceOperator final : public KeyedUdfOperator<OneInputOperator<T, T>
     if constexpr (kCanTable) {
       if (inTable_) {
         auto [slot, inserted] = table_.tryEmplace(key_(r.value));
+        StreamRecord<T>& running = slot->value;
         if (inserted) {
-          slot->value = r.value;
+          running.value = r.value;
         } else {
-          reduceInto(slot->value, r.value);
+          reduceInto(running.value, r.value);
         }
-        this->emit(slot->value, r);
+        // The table's record goes out as it is (no copy of the value):
+        // outputs do not keep the records they are given.
+        running.timestamp = r.timestamp;
+        running.hasTimestamp = r.hasTimestamp;
+        this->output().collect(running);
         return;
       }
     }
@@ -1084,7 +1089,7 @@ class KeyedReduceOperator final : public KeyedUdfOperator<OneInputOperator<T, T>
       const K key = KeyedStateHandler<K>::deserializeKey(bytes);
       this->keyed_.setCurrentKey(key);
       if (std::optional<T> value = values_->value()) {
-        table_.tryEmplace(key).first->value = std::move(*value);
+        table_.tryEmplace(key).first->value.value = std::move(*value);
       }
       values_->clear();
     }
@@ -1093,7 +1098,8 @@ class KeyedReduceOperator final : public KeyedUdfOperator<OneInputOperator<T, T>
   KeySelector key_;
   InternalValueState<VoidNamespace, T>* values_ = nullptr;
   bool inTable_ = false;
-  FlatHashMap<K, T, TableKeyHash<K>> table_;
+  // Each key's running value, in the record it is emitted in.
+  FlatHashMap<K, StreamRecord<T>, TableKeyHash<K>> table_;
 };
 
 template <class IN1, class IN2, class OUT, class F>
