@@ -163,6 +163,8 @@ struct RocksDbKeyedStateBackend::Impl {
   std::map<std::string, std::unique_ptr<ColumnFamily>> columnFamilies;
   rocksdb::WriteOptions writeOptions;
   rocksdb::ReadOptions readOptions;
+  // Writes collected by batchPut() and friends, until writePending().
+  rocksdb::WriteBatch pending;
 
   rocksdb::DB* db() const {
     if (database == nullptr) [[unlikely]] {
@@ -357,6 +359,32 @@ void RocksDbKeyedStateBackend::removePrefix(ColumnFamily& cf, std::string_view p
     }
   }
   if (batch.Count() > 0) check(impl_->db()->Write(impl_->writeOptions, &batch), "Write", cf.what);
+}
+
+void RocksDbKeyedStateBackend::batchPut(ColumnFamily& cf, std::string_view key,
+                                        std::string_view value) {
+  check(impl_->pending.Put(cf.handle, slice(key), slice(value)), "WriteBatch::Put", cf.what);
+}
+
+void RocksDbKeyedStateBackend::batchRemove(ColumnFamily& cf, std::string_view key) {
+  check(impl_->pending.Delete(cf.handle, slice(key)), "WriteBatch::Delete", cf.what);
+}
+
+void RocksDbKeyedStateBackend::batchMerge(ColumnFamily& cf, std::string_view key,
+                                          std::string_view operand) {
+  check(impl_->pending.Merge(cf.handle, slice(key), slice(operand)), "WriteBatch::Merge", cf.what);
+}
+
+size_t RocksDbKeyedStateBackend::pendingBytes() const {
+  return impl_->pending.Count() == 0 ? 0 : impl_->pending.GetDataSize();
+}
+
+void RocksDbKeyedStateBackend::writePending() {
+  if (impl_->pending.Count() == 0) return;
+  rocksdb::DB* db = impl_->db();
+  const rocksdb::Status s = db->Write(impl_->writeOptions, &impl_->pending);
+  impl_->pending.Clear();
+  check(s, "Write", impl_->description);
 }
 
 RocksDbKeyedStateBackend::PrefixIterator::PrefixIterator(std::unique_ptr<Impl> impl)

@@ -68,6 +68,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -231,6 +232,21 @@ class RocksDbKeyedStateBackend final : public KeyedStateBackend {
   // Removes every entry whose key starts with `prefix`.
   void removePrefix(ColumnFamily& cf, std::string_view prefix);
 
+  // Writes applied together: the batch*() calls collect puts, removals and
+  // merges in one WriteBatch (copying the bytes), writePending() applies
+  // them in one write. Reads do not see collected writes before that. (The
+  // tiered backend's write-back of evicted and flushed entries.)
+  void batchPut(ColumnFamily& cf, std::string_view key, std::string_view value);
+  void batchRemove(ColumnFamily& cf, std::string_view key);
+  void batchMerge(ColumnFamily& cf, std::string_view key, std::string_view operand);
+  // Bytes collected and not written yet.
+  size_t pendingBytes() const;
+  void writePending();
+
+  // The states restored by restore(), restoreNative() or
+  // restoreIncremental(), by name.
+  const std::map<std::string, StateMetaInfo>& restoredStates() const { return restoredMeta_; }
+
   // Iterates, in key order, the entries whose keys start with a prefix, as
   // they were when the iterator was created (later writes are not seen, so
   // removing entries while iterating is safe). Keeps the database open while
@@ -264,5 +280,14 @@ class RocksDbKeyedStateBackend final : public KeyedStateBackend {
 // buffer manager sized from the slot's managed memory.
 std::shared_ptr<RocksDbSharedResources> createRocksDbSharedResources(
     int64_t managedMemoryBytes, double writeBufferRatio = 0.5, double highPriorityPoolRatio = 0.1);
+
+namespace internal {
+// What the rocksdb factory sets in `params` for an operator subtask: the
+// working directory (state.backend.rocksdb.localdir) and the memory budget
+// (the slot's managed memory, shared through a slot resource unless
+// state.backend.rocksdb.memory.managed is false). The tiered factory uses
+// it for its RocksDB too.
+void configureRocksDbParams(KeyedBackendParams& params, OperatorContext& context);
+}  // namespace internal
 
 }  // namespace sluice
