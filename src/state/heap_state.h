@@ -269,6 +269,10 @@ class ObjectTable {
   // of at least 16 that keeps size() within the load limit (shrinking a
   // table that eviction left sparse).
   void rehash(size_t capacity);
+  // rehash(), leaving out (destroying) the entries for whose slot `drop`
+  // returns true: removing many entries in one pass, where erase() would
+  // shift each one's probe run. What is kept must fit `capacity`.
+  void rebuild(size_t capacity, const std::function<bool(const char* slot)>& drop);
 
   template <class F>
   void forEach(F&& f) const {

@@ -163,9 +163,11 @@ void ObjectTable::eraseAt(size_t i) {
   --size_;
 }
 
-void ObjectTable::rehash(size_t newCapacity) {
+void ObjectTable::rehash(size_t newCapacity) { rebuild(newCapacity, nullptr); }
+
+void ObjectTable::rebuild(size_t newCapacity, const std::function<bool(const char*)>& drop) {
   SLUICE_ASSERT(newCapacity >= 16 && (newCapacity & (newCapacity - 1)) == 0 &&
-                    size_ < newCapacity - newCapacity / 8,
+                    (drop || size_ < newCapacity - newCapacity / 8),
                 "ObjectTable::rehash to a capacity that is no power of two >= 16 or too small");
   uint8_t* oldCtrl = ctrl_;
   char* oldSlots = slots_;
@@ -187,6 +189,13 @@ void ObjectTable::rehash(size_t newCapacity) {
   for (size_t j = 0; j < oldCapacity; ++j) {
     if (oldCtrl[j] == 0) continue;
     char* from = oldSlots + j * stride_;
+    if (drop && drop(from)) {
+      type_.destroy(objectOf(from));
+      reinterpret_cast<KeyBytes*>(from)->~KeyBytes();
+      continue;
+    }
+    SLUICE_ASSERT(size_ < capacity() - capacity() / 8,
+                  "ObjectTable::rebuild keeps more entries than the new capacity holds");
     const uint64_t h = mix(BytesHash{}(keyOf(from)));
     size_t i = h >> shift_;
     while (ctrl_[i] != 0) i = (i + 1) & mask_;

@@ -84,9 +84,19 @@ namespace sluice {
 
 class RocksDbKeyedStateBackend final : public KeyedStateBackend {
  public:
+  // Options of the databases that differ from the rocksdb backend's, for
+  // the tiered backend, whose RocksDB this is.
+  struct Tuning {
+    // A whole-key bloom filter per memtable, so that a Get of a key the
+    // memtable does not hold skips the memtable's skip list: a cache in
+    // front reads mostly keys written long ago.
+    bool memtableBloomFilter = false;
+  };
+
   // Creates the working directory and opens an empty database in it. Throws
   // SluiceException when the directory cannot be created or RocksDB fails.
   explicit RocksDbKeyedStateBackend(KeyedBackendParams params);
+  RocksDbKeyedStateBackend(KeyedBackendParams params, Tuning tuning);
   ~RocksDbKeyedStateBackend() override;
 
   const char* name() const override { return "rocksdb"; }
@@ -233,9 +243,12 @@ class RocksDbKeyedStateBackend final : public KeyedStateBackend {
   void removePrefix(ColumnFamily& cf, std::string_view prefix);
 
   // Writes applied together: the batch*() calls collect puts, removals and
-  // merges in one WriteBatch (copying the bytes), writePending() applies
-  // them in one write. Reads do not see collected writes before that. (The
-  // tiered backend's write-back of evicted and flushed entries.)
+  // merges (copying the bytes), writePending() applies them in one
+  // WriteBatch, sorted by column family and key (a stable sort: writes of one
+  // key keep their order), so that the memtables' skip lists are filled in
+  // order, each insert starting where the last one ended. Reads do not see
+  // collected writes before that. (The tiered backend's write-back of evicted
+  // and flushed entries.)
   void batchPut(ColumnFamily& cf, std::string_view key, std::string_view value);
   void batchRemove(ColumnFamily& cf, std::string_view key);
   void batchMerge(ColumnFamily& cf, std::string_view key, std::string_view operand);

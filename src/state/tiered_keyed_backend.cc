@@ -188,8 +188,16 @@ char* CacheTable::insert(size_t g, std::string_view key, int64_t objectCharge) {
   if (t == nullptr) {
     need += newTableBytes_;
   } else if (t->growsOnInsert()) {
-    // Growing allocates the doubled table before the old one goes.
-    need += static_cast<int64_t>(t->bytesAt(t->capacity() * 2));
+    // Growing allocates the doubled table before the old one goes. When the
+    // budget has no room for that, the group makes room among its own
+    // entries instead: capacity doubles, so growing on a full budget would
+    // trade many entries elsewhere for empty slots here.
+    const auto growth = static_cast<int64_t>(t->bytesAt(t->capacity() * 2));
+    if (!backend_.fits(need + growth) && backend_.evictInGroup(*this, g)) {
+      SLUICE_ASSERT(!t->growsOnInsert(), "evictInGroup left its group full");
+    } else {
+      need += growth;
+    }
   }
   backend_.reserve(need);
   SLUICE_ASSERT(groups_[g].get() == t, "eviction changed the table of a pinned key group");
@@ -364,7 +372,9 @@ TieredKeyedStateBackend::TieredKeyedStateBackend(KeyedBackendParams params)
                           "): state.backend.tiered.memory must be positive, got " +
                           std::to_string(budget_) + " bytes");
   }
-  rocks_ = std::make_unique<RocksDbKeyedStateBackend>(std::move(params));
+  RocksDbKeyedStateBackend::Tuning tuning;
+  tuning.memtableBloomFilter = true;
+  rocks_ = std::make_unique<RocksDbKeyedStateBackend>(std::move(params), tuning);
 }
 
 TieredKeyedStateBackend::~TieredKeyedStateBackend() { dispose(); }
@@ -436,45 +446,55 @@ void TieredKeyedStateBackend::makeRoom(int64_t bytes) {
   const int64_t want = used_ + bytes - budget_ + slack_;
   ++evictionRounds_;
   int64_t freed = 0;
-  // Two passes over every group clear every reference bit and then evict
-  // everything unpinned: enough for any amount that can be freed at all.
-  const size_t maxVisits = 2 * tables_.size() * numGroups_ + 1;
+  // Four passes over every stripe of every group count every use down to 0
+  // and then evict everything unpinned: enough for any amount that can be
+  // freed at all.
+  const size_t maxVisits = 4 * kStripes * tables_.size() * numGroups_ + 1;
   for (size_t visits = 0; freed < want && visits < maxVisits && !tables_.empty(); ++visits) {
-    if (hand_.table >= tables_.size()) hand_ = Hand{};
+    if (hand_.table >= tables_.size()) hand_.table = 0;
     CacheTable& t = *tables_[hand_.table];
-    size_t next = kGroupDone;
-    freed += evictFrom(t, hand_.group, hand_.slot, want - freed, next);
-    if (next != kGroupDone) {
-      hand_.slot = next;  // freed enough in the middle of the group
-      break;
+    if (heap::ObjectTable* gt = t.groups_[hand_.group].get(); gt != nullptr) {
+      // This stripe of the group; its capacity may have changed since the
+      // hand stopped inside it.
+      const size_t capacity = gt->capacity();
+      const size_t from = std::max(hand_.slot, hand_.stripe * capacity / kStripes);
+      const size_t to = (hand_.stripe + 1) * capacity / kStripes;
+      size_t next = kGroupDone;
+      freed += evictRange(t, hand_.group, from, to, want - freed, next);
+      if (next != kGroupDone) {
+        hand_.slot = next;  // freed enough in the middle of the stripe
+        break;
+      }
+      freed += shrink(t, hand_.group);
     }
-    freed += shrink(t, hand_.group);
     hand_.slot = 0;
-    if (++hand_.group >= numGroups_) {
-      hand_.group = 0;
-      ++hand_.table;
-    }
+    if (++hand_.group < numGroups_) continue;
+    hand_.group = 0;
+    if (++hand_.table < tables_.size()) continue;
+    hand_.table = 0;
+    hand_.stripe = (hand_.stripe + 1) % kStripes;
   }
   rocks_->writePending();
 }
 
-int64_t TieredKeyedStateBackend::evictFrom(CacheTable& t, size_t g, size_t from, int64_t want,
-                                           size_t& next) {
+int64_t TieredKeyedStateBackend::evictRange(CacheTable& t, size_t g, size_t from, size_t to,
+                                            int64_t want, size_t& next) {
   next = kGroupDone;
   heap::ObjectTable* gt = t.groups_[g].get();
   if (gt == nullptr || t.pinned(g)) return 0;
+  to = std::min(to, gt->capacity());
   int64_t freed = 0;
   bool erased = false;
   size_t i = from;
-  while (i < gt->capacity() && freed < want) {
+  while (i < to && freed < want) {
     char* slot = gt->slotAt(i);
     if (slot == nullptr) {
       ++i;
       continue;
     }
     tiered::Header& h = CachedType::header(t.entry(slot));
-    if ((h.flags & tiered::kRef) != 0) {
-      h.flags &= ~tiered::kRef;  // a second chance
+    if ((h.flags & tiered::kUseMask) != 0) {
+      --h.flags;  // one use less: another chance
       ++i;
       continue;
     }
@@ -488,8 +508,53 @@ int64_t TieredKeyedStateBackend::evictFrom(CacheTable& t, size_t g, size_t from,
   }
   if (erased) ++t.epoch_;
   used_ -= freed;
-  if (i < gt->capacity()) next = i;
+  if (i < to) next = i;
   return freed;
+}
+
+bool TieredKeyedStateBackend::evictInGroup(CacheTable& t, size_t g) {
+  heap::ObjectTable* gt = t.groups_[g].get();
+  // Pinned by another storage too: its pointer into the group must stay.
+  size_t pins = 0;
+  for (const size_t* p : t.pins_) pins += *p == g ? 1 : 0;
+  if (gt == nullptr || pins > 1) return false;
+  const size_t capacity = gt->capacity();
+  // Down to 3/4 of the capacity (the table grows above 7/8): room for the
+  // next capacity / 8 inserts.
+  const size_t excess = gt->size() - std::min(gt->size(), capacity - capacity / 4);
+  if (t.localHands_.size() != t.groups_.size()) t.localHands_.assign(t.groups_.size(), 0);
+  size_t i = t.localHands_[g] % capacity;
+  // CLOCK within the group, from where it stopped last time: mark the
+  // victims (writing them back), then rebuild the table without them, one
+  // pass instead of a backward shift per removed entry. Four rounds at
+  // most: the first three may only count uses down.
+  int64_t freed = 0;
+  size_t victims = 0;
+  for (size_t seen = 0; victims < excess && seen < 4 * capacity; ++seen) {
+    if (char* slot = gt->slotAt(i)) {
+      tiered::Header& h = CachedType::header(t.entry(slot));
+      if ((h.flags & tiered::kVictim) != 0) {
+        // marked in an earlier round
+      } else if ((h.flags & tiered::kUseMask) != 0) {
+        --h.flags;
+      } else {
+        t.writeBack(g, slot, true);
+        freed += h.charge + tiered::keyCharge(CacheTable::keyOf(slot).size());
+        h.flags |= tiered::kVictim;
+        ++victims;
+      }
+    }
+    i = i + 1 == capacity ? 0 : i + 1;
+  }
+  t.localHands_[g] = i;
+  rocks_->writePending();
+  gt->rebuild(capacity, [&t](const char* slot) {
+    return (CachedType::header(t.entry(const_cast<char*>(slot))).flags & tiered::kVictim) != 0;
+  });
+  ++t.epoch_;
+  evictions_ += static_cast<int64_t>(victims);
+  used_ -= freed;
+  return !gt->growsOnInsert();
 }
 
 int64_t TieredKeyedStateBackend::shrink(CacheTable& t, size_t g) {
@@ -523,11 +588,11 @@ void TieredKeyedStateBackend::evictAll() {
     const std::vector<const size_t*> pins = std::move(t->pins_);
     t->pins_.clear();
     for (size_t g = 0; g < numGroups_; ++g) {
-      // Flushed: evicting writes nothing. The first pass clears reference
-      // bits (evicting what has none), the second evicts the rest.
-      for (int pass = 0; pass < 2; ++pass) {
+      // Flushed: evicting writes nothing. The first passes count uses down
+      // (evicting what has none), the last evicts the rest.
+      for (int pass = 0; pass < 4; ++pass) {
         size_t next = kGroupDone;
-        evictFrom(*t, g, 0, std::numeric_limits<int64_t>::max(), next);
+        evictRange(*t, g, 0, SIZE_MAX, std::numeric_limits<int64_t>::max(), next);
       }
       shrink(*t, g);
     }

@@ -14,7 +14,7 @@
 // the truth for every entry the cache does not hold or holds clean.
 //
 // Reads. An access finds its entry in the cache (a hit costs what the
-// hashmap backend's access costs, plus a reference bit) or loads it from
+// hashmap backend's access costs, plus counting the use) or loads it from
 // RocksDB (one Get, deserialized into a new cache entry). A key RocksDB does
 // not have is cached as absent, so repeated reads of a missing key, and the
 // first update of a new one, do not go to RocksDB again.
@@ -46,17 +46,32 @@
 // write batch of one eviction round, and RocksDB itself (its block cache and
 // memtables come from managed memory, as for the rocksdb backend).
 //
-// Eviction. A CLOCK (second chance) hand walks the tables, state by state,
-// key group by key group, slot by slot: an entry with its reference bit set
-// loses the bit, one without it is evicted, i.e. written back to RocksDB when
-// dirty and removed. A round frees what the change needs plus 1/64 of the
-// budget, with the write-backs in one WriteBatch, so rounds are rare and
-// batches large. Sparse group tables are shrunk, empty ones freed. Each
-// storage pins the key group of its last access: eviction leaves pinned
-// groups alone, so a pointer a storage returned stays valid until its next
-// call (the state_storage.h contract) and the slot an access is working on
-// does not move. The count can therefore exceed the budget only by what the
-// pinned groups hold when nothing else is left to evict.
+// Eviction. Each entry counts its uses since it was last looked at, up to
+// 3 (GCLOCK: frequently used entries survive longer than with one reference
+// bit, which suits skewed keys). Where entries are evicted, a CLOCK hand
+// looks at them: one with uses left loses one, one without is evicted, i.e.
+// written back to RocksDB when dirty and removed. There are two hands:
+//   - A group table that is full (7/8 of its slots) does not double while
+//     the budget has no room for that: its own hand evicts a quarter of its
+//     slots' worth of entries instead, and the table is rebuilt without
+//     them in one pass (cheaper than a backward shift per entry). So the
+//     budget buys slots that are used; otherwise, with capacities doubling,
+//     the tables of a full budget would mostly be half empty. For entries
+//     that own no heap memory this is all the eviction there is.
+//   - When a change needs more memory than is free, the backend's hand
+//     walks the slots of all tables in stripes (the first 1/64 of every
+//     group table of every state, then the next 1/64, ...: evicting a
+//     group at a time would leave that group's table sparse while the
+//     others grow) and frees what the change needs plus 1/64 of the budget.
+//     Sparse group tables are shrunk, empty ones freed.
+// Each round's write-backs go to RocksDB in one sorted WriteBatch.
+//
+// Each storage pins the key group of its last access: eviction by other
+// storages leaves pinned groups alone, so a pointer a storage returned
+// stays valid until its next call (the state_storage.h contract) and the
+// slot an access is working on does not move. The count can therefore
+// exceed the budget only by what the pinned groups hold when nothing else
+// is left to evict.
 //
 // Snapshots. snapshot() and nativeSnapshot() first write every dirty entry
 // back (synchronously, in batches: the synchronous part of a checkpoint grows
@@ -99,12 +114,20 @@ class TieredKeyedStateBackend;
 namespace tiered {
 
 // Entry flags (Header::flags; map user keys use kDirty, kPresent, kStored).
-inline constexpr uint8_t kRef = 1;        // accessed since the CLOCK hand last passed
-inline constexpr uint8_t kDirty = 2;      // holds changes RocksDB does not have
-inline constexpr uint8_t kPresent = 4;    // values, user keys: has a value (else cached absent)
-inline constexpr uint8_t kStored = 8;     // RocksDB may hold data for this entry
-inline constexpr uint8_t kComplete = 16;  // list: holds the whole list; map: every user key
-inline constexpr uint8_t kRewrite = 32;   // list: written back whole, not as a tail
+// The two low bits count uses (0-3, saturating): every access adds one, the
+// CLOCK hand takes one each time it passes, and evicts an entry at 0. So an
+// entry used often survives several passes of the hand (GCLOCK), which keeps
+// the frequently used keys of a skewed workload better than a single
+// reference bit would.
+inline constexpr uint8_t kUseMask = 3;
+inline constexpr uint8_t kDirty = 4;      // holds changes RocksDB does not have
+inline constexpr uint8_t kPresent = 8;    // values, user keys: has a value (else cached absent)
+inline constexpr uint8_t kStored = 16;    // RocksDB may hold data for this entry
+inline constexpr uint8_t kComplete = 32;  // list: holds the whole list; map: every user key
+inline constexpr uint8_t kRewrite = 64;   // list: written back whole, not as a tail
+inline constexpr uint8_t kVictim = 128;   // chosen for eviction, about to be removed
+// One use, for new entries.
+inline constexpr uint8_t kRef = 1;
 
 // In front of every cached object (and every cached map value).
 struct Header {
@@ -116,6 +139,11 @@ static_assert(sizeof(Header) == 8);
 
 // One heap allocation's bookkeeping, as counted.
 inline constexpr int64_t kAllocationOverhead = 16;
+
+// Counts a use of the entry with header `h`.
+inline void touch(Header& h) {
+  if ((h.flags & kUseMask) != kUseMask) ++h.flags;
+}
 
 // Keys longer than KeyBytes::kMaxInline live on the heap.
 inline int64_t keyCharge(size_t keySize) {
@@ -293,6 +321,7 @@ class CacheTable {
   int64_t newTableBytes_;                       // a new group table, as counted
   std::vector<std::unique_ptr<heap::ObjectTable>> groups_;
   std::vector<const size_t*> pins_;
+  std::vector<size_t> localHands_;  // per group: where evictInGroup() goes on
   uint64_t epoch_ = 0;
   std::string keyBuf_;
   std::vector<uint8_t> valueBuf_;
@@ -367,6 +396,12 @@ class TieredKeyedStateBackend final : public KeyedStateBackend {
     if (used_ + bytes > budget_) [[unlikely]]
       makeRoom(bytes);
   }
+  // Whether `bytes` more stay within the budget without evicting.
+  bool fits(int64_t bytes) const { return used_ + bytes <= budget_; }
+  // Makes room in the full group `g` of `t` for inserts without growing
+  // it, evicting its least recently used entries (CLOCK within the group),
+  // unless another storage pins the group. Returns whether it did.
+  bool evictInGroup(tiered::CacheTable& t, size_t g);
   // Counts `delta` more (or fewer) bytes held.
   void charge(int64_t delta) {
     used_ += delta;
@@ -379,10 +414,12 @@ class TieredKeyedStateBackend final : public KeyedStateBackend {
 
  private:
   void makeRoom(int64_t bytes);
-  // Evicts unpinned entries of group `g` of `t` from slot `from` on, until
-  // `want` bytes are freed or the group ends; returns the bytes freed and
-  // sets `next` to the slot to continue with (the capacity when done).
-  int64_t evictFrom(tiered::CacheTable& t, size_t g, size_t from, int64_t want, size_t& next);
+  // Evicts entries of slots [from, to) of group `g` of `t` (none when the
+  // group is pinned) until `want` bytes are freed; returns the bytes freed
+  // and sets `next` to the slot to continue with, or to SIZE_MAX when the
+  // range is done.
+  int64_t evictRange(tiered::CacheTable& t, size_t g, size_t from, size_t to, int64_t want,
+                     size_t& next);
   // Frees group `g`'s table when empty, or shrinks it when sparse; returns
   // the bytes freed.
   int64_t shrink(tiered::CacheTable& t, size_t g);
@@ -400,10 +437,15 @@ class TieredKeyedStateBackend final : public KeyedStateBackend {
   // In creation order: the CLOCK hand walks them so.
   std::vector<std::shared_ptr<tiered::CacheTable>> tables_;
   std::map<std::string, std::shared_ptr<tiered::CacheTable>> byName_;
+  // The CLOCK hand sweeps stripes: the first 1/kStripes of the slots of
+  // every group of every table, then the next, so that eviction thins all
+  // group tables alike and none is left sparse while others grow.
+  static constexpr size_t kStripes = 64;
   struct Hand {
+    size_t stripe = 0;
     size_t table = 0;
     size_t group = 0;
-    size_t slot = 0;
+    size_t slot = 0;  // within the stripe, where the last round stopped
   } hand_;
   int64_t loads_ = 0;
   int64_t evictions_ = 0;

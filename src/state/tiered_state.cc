@@ -98,7 +98,7 @@ class TieredValueStorage final : public internal::ValueStorage, private StorageB
     remember(slot);
     void* e = entry(slot);
     Header& h = header(e);
-    h.flags |= kRef;
+    touch(h);
     return (h.flags & kPresent) != 0 ? entryType_.object(e) : nullptr;
   }
 
@@ -123,7 +123,8 @@ class TieredValueStorage final : public internal::ValueStorage, private StorageB
     type_.copyAssign(entryType_.object(e), value);
     backend_.charge(static_cast<int64_t>(charge) - h.charge);
     h.charge = charge;
-    h.flags |= kPresent | kDirty | kRef;
+    h.flags |= kPresent | kDirty;
+    touch(h);
     remember(slot);
   }
 
@@ -133,7 +134,7 @@ class TieredValueStorage final : public internal::ValueStorage, private StorageB
     uint8_t stored = kStored;  // unknown: RocksDB may hold a value
     if (char* slot = table_->find(a.group, a.key)) {
       Header& h = header(entry(slot));
-      h.flags |= kRef;
+      touch(h);
       if ((h.flags & kPresent) == 0) return;  // already absent
       stored = h.flags & kStored;
       // A fresh entry rather than a reset object: that frees what the
@@ -211,7 +212,7 @@ class TieredListStorage final : public internal::ListStorage, private StorageBas
       complete(a, slot);
     }
     void* e = entry(slot);
-    header(e).flags |= kRef;
+    touch(header(e));
     const auto* v = static_cast<const ErasedVector*>(entryType_.object(e));
     return {v->data, v->size};
   }
@@ -246,7 +247,9 @@ class TieredListStorage final : public internal::ListStorage, private StorageBas
     if (!reserved) backend_.reserve(heapBytes + growth);
     list_.appendCopies(v, elements, count);
     adjust(h, arrayBytes(list_, v) + heapBytes - h.charge);
-    h.flags = static_cast<uint8_t>((h.flags & kStored) | kComplete | kRewrite | kDirty | kRef);
+    h.flags =
+        static_cast<uint8_t>((h.flags & (kStored | kUseMask)) | kComplete | kRewrite | kDirty);
+    touch(h);
   }
 
   void clear() override {
@@ -325,7 +328,8 @@ class TieredListStorage final : public internal::ListStorage, private StorageBas
       list_.appendCopies(v, elements, count);
     }
     adjust(h, arrayBytes(list_, v) - before + heapBytes);
-    h.flags |= kDirty | kRef;
+    h.flags |= kDirty;
+    touch(h);
   }
 
   // Decodes RocksDB's list bytes into scratch_; returns the elements' heap
@@ -416,7 +420,7 @@ class TieredMapStorage final : public internal::MapStorage, private StorageBase 
     char* slot = entrySlot(a);
     void* e = entry(slot);
     Header& h = header(e);
-    h.flags |= kRef;
+    touch(h);
     if (const void* cv = map_.find(entryType_.object(e), userKey)) {
       return (CachedType::header(cv).flags & kPresent) != 0 ? valueType_.object(cv) : nullptr;
     }
@@ -446,7 +450,8 @@ class TieredMapStorage final : public internal::MapStorage, private StorageBase 
       const uint8_t stored = (h.flags & kComplete) != 0 ? 0 : kStored;
       insertNode(h, m, userKey, nodeCharge, static_cast<uint8_t>(kPresent | kDirty | stored));
     }
-    h.flags |= kDirty | kRef;
+    h.flags |= kDirty;
+    touch(h);
   }
 
   void remove(const void* userKey) override { removeAt(at(), userKey); }
@@ -458,7 +463,7 @@ class TieredMapStorage final : public internal::MapStorage, private StorageBase 
     char* slot = entrySlot(a);
     void* e = entry(slot);
     Header& h = header(e);
-    h.flags |= kRef;
+    touch(h);
     void* m = entryType_.object(e);
     if (anyPresent(m)) return false;
     if ((h.flags & kComplete) != 0) return true;
@@ -509,7 +514,7 @@ class TieredMapStorage final : public internal::MapStorage, private StorageBase 
     if (char* slot = table_->find(a.group, a.key)) {
       void* e = entry(slot);
       Header& h = header(e);
-      h.flags |= kRef;
+      touch(h);
       if ((h.flags & kComplete) != 0 && !anyPresent(entryType_.object(e))) {
         return std::make_unique<Cursor>(*this, a.group, std::string(a.key), std::nullopt, 0);
       }
@@ -647,7 +652,7 @@ class TieredMapStorage final : public internal::MapStorage, private StorageBase 
     char* slot = entrySlot(a);
     void* e = entry(slot);
     Header& h = header(e);
-    h.flags |= kRef;
+    touch(h);
     void* m = entryType_.object(e);
     const int64_t tombstone = nodeBytes_ + keyEstimate_(userKey);
     if (const void* cv = map_.find(m, userKey)) {

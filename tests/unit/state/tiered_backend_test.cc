@@ -198,6 +198,28 @@ TEST_F(TieredBackendTest, LargeValuesCountByTheirSerializedSize) {
   EXPECT_LE(tiered(*backend).cacheStats().peakUsedBytes, kBudget);
 }
 
+// Values that own no heap memory cost only their slots: a full budget is
+// spent on slots in use (a full group table evicts its own entries rather
+// than doubling), not on half-empty tables.
+TEST_F(TieredBackendTest, AFullBudgetIsSpentOnEntriesNotEmptySlots) {
+  constexpr int64_t kBudget = 512 << 10;
+  auto backend = make(StateBackendType::kTiered, kBudget);
+  auto& value = getOrCreateValueState<VoidNamespace>(*backend, ValueStateDescriptor<int64_t>("v"));
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 200'000; ++i) {
+    const auto key = static_cast<int64_t>(rng() % 100'000);
+    setKey(*backend, key);
+    value.update(value.value().value_or(0) + 1);
+  }
+  const auto stats = tiered(*backend).cacheStats();
+  EXPECT_LE(stats.peakUsedBytes, kBudget);
+  EXPECT_GT(stats.evictions, 50'000);
+  // A slot is 48 bytes and a control byte: 80 bytes an entry is a load
+  // factor above 0.6 (tables double at 7/8).
+  EXPECT_LT(static_cast<double>(stats.usedBytes) / static_cast<double>(stats.entries), 80.0)
+      << stats.entries << " entries in " << stats.usedBytes << " bytes";
+}
+
 // A read of a cold key loads it once; a key RocksDB does not have is
 // remembered as absent, so reading it again, and its first update, stay in
 // memory.
