@@ -418,11 +418,14 @@ void RocksDbKeyedStateBackend::writePending() {
   };
   m.pendingOrder.resize(m.pending.size());
   for (uint32_t i = 0; i < m.pendingOrder.size(); ++i) m.pendingOrder[i] = i;
-  std::stable_sort(m.pendingOrder.begin(), m.pendingOrder.end(), [&](uint32_t a, uint32_t b) {
+  // Stable by the index as the last criterion (std::stable_sort would take a
+  // temporary buffer from the nothrow operator new).
+  std::sort(m.pendingOrder.begin(), m.pendingOrder.end(), [&](uint32_t a, uint32_t b) {
     const Impl::PendingWrite& x = m.pending[a];
     const Impl::PendingWrite& y = m.pending[b];
     if (x.cf != y.cf) return std::less<const ColumnFamily*>()(x.cf, y.cf);
-    return keyOf(x) < keyOf(y);
+    const int c = keyOf(x).compare(keyOf(y));
+    return c != 0 ? c < 0 : a < b;
   });
   m.batch.Clear();
   for (uint32_t i : m.pendingOrder) {
