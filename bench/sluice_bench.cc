@@ -106,7 +106,7 @@ struct Row {
   int64_t records = 0;
   Sample best;
   double peakRssMiB = 0;
-  std::optional<double> ratioToBaseline;  // records/s of this row over the baseline's
+  std::optional<double> ratioToBaseline;  // records per CPU-second of this row over the baseline's
   std::string target;                     // e.g. ">=50M/s"
   std::optional<bool> targetMet;
   std::string extraJson;  // more fields for the JSON row: `"key": value, ...` (state-ltm)
@@ -491,9 +491,11 @@ Row runWindowTumbling(int64_t n, int parallelism, int repeat, const std::string&
     check(totals->sumOfField1 == expectedSum, "window-tumbling: the window sums do not add up");
     return s;
   });
+  // Issue 18's target for the sliced window operator (the hashmap backend
+  // runs it; rocksdb keeps the general one).
   if (backend.empty() || backend == "hashmap") {
-    row.target = ">=10M ev/s per core";
-    row.targetMet = row.recordsPerCpuSecond() >= 10e6;
+    row.target = ">=40M ev/s per core";
+    row.targetMet = row.recordsPerCpuSecond() >= 40e6;
   }
   return row;
 }
@@ -550,8 +552,8 @@ Row runWindowSliding(int64_t n, int parallelism, int repeat, const std::string& 
     return s;
   });
   if (backend.empty() || backend == "hashmap") {
-    row.target = ">=3M ev/s per core";
-    row.targetMet = row.recordsPerCpuSecond() >= 3e6;
+    row.target = ">=20M ev/s per core";
+    row.targetMet = row.recordsPerCpuSecond() >= 20e6;
   }
   return row;
 }
@@ -709,10 +711,10 @@ WordCountRows runWordCount(int64_t words, const std::vector<int>& parallelisms, 
       check(totals->valueSum == expectedValueSum, "wordcount: checksum of emitted counts differs");
       return s;
     });
-    row.ratioToBaseline = row.recordsPerSecond() / out.baseline.recordsPerSecond();
+    row.ratioToBaseline = row.recordsPerCpuSecond() / out.baseline.recordsPerCpuSecond();
     if (backend.empty() || backend == "hashmap") {
-      row.target = ">=5M words/cpu-s";
-      row.targetMet = row.recordsPerCpuSecond() >= 5e6;
+      row.target = ">=15M words/cpu-s";
+      row.targetMet = row.recordsPerCpuSecond() >= 15e6;
     }
     row.peakRssMiB = peakRssMiB();
     out.engine.push_back(row);
@@ -1088,12 +1090,12 @@ std::string nexmarkTarget(sluice::nexmark::Query q, double* perCore) {
   switch (q) {
     case Query::kQ0:
     case Query::kQ1:
-    case Query::kQ2: *perCore = 3e6; return ">=3M ev/cpu-s, >=0.5x base";
-    case Query::kQ5: *perCore = 440e3; return ">=440k ev/cpu-s";
-    case Query::kQ7: *perCore = 250e3; return ">=250k ev/cpu-s";
-    case Query::kQ8: *perCore = 2.9e6; return ">=2.9M ev/cpu-s";
-    case Query::kQ11: *perCore = 800e3; return ">=800k ev/cpu-s";
-    default: *perCore = 0; return "";
+    case Query::kQ2: *perCore = 3e6; return ">=0.5x base, >=3M ev/cpu-s";
+    case Query::kQ5: *perCore = 440e3; return ">=0.5x base, >=440k ev/cpu-s";
+    case Query::kQ7: *perCore = 250e3; return ">=0.5x base, >=250k ev/cpu-s";
+    case Query::kQ8: *perCore = 2.9e6; return ">=0.5x base, >=2.9M ev/cpu-s";
+    case Query::kQ11: *perCore = 800e3; return ">=0.5x base, >=800k ev/cpu-s";
+    default: *perCore = 0; return ">=0.5x base";
   }
 }
 
@@ -1145,14 +1147,13 @@ std::vector<Row> runNexmark(sluice::nexmark::Query q, int64_t events,
                                     ", baseline " + expected->toString());
         return s;
       });
-      row.ratioToBaseline = row.recordsPerSecond() / base.recordsPerSecond();
-      if (perCore > 0 && (backend.empty() || backend == "hashmap") && interval == 0) {
+      // Per CPU-second, as issue 18's target (>= 0.5x) has it: the
+      // baseline is one thread, the engine's p threads all count.
+      row.ratioToBaseline = row.recordsPerCpuSecond() / base.recordsPerCpuSecond();
+      if ((backend.empty() || backend == "hashmap") && interval == 0) {
         row.target = target;
-        bool met = row.recordsPerCpuSecond() >= perCore;
-        if (q == nx::Query::kQ0 || q == nx::Query::kQ1 || q == nx::Query::kQ2) {
-          met = met && *row.ratioToBaseline >= 0.5;
-        }
-        row.targetMet = met;
+        row.targetMet =
+            *row.ratioToBaseline >= 0.5 && (perCore == 0 || row.recordsPerCpuSecond() >= perCore);
       }
       row.peakRssMiB = peakRssMiB();
       rows.push_back(row);
@@ -1411,19 +1412,47 @@ int main(int argc, char** argv) {
                  "run this other sluice-bench build (A) and this one (B) alternately, ABBA, "
                  "--rounds times each with the other arguments, and print the median of the "
                  "paired B/A ratios of records per CPU-second per row");
-  app.add_option("--rounds", rounds, "--compare: rounds (default 10)")->check(CLI::Range(1, 1000));
+  std::string compareWorkload;
+  app.add_option("--compare-workload", compareWorkload,
+                 "run this workload (A) and the --workload ones (B) alternately, ABBA, --rounds "
+                 "times each with the other arguments, and print the median of the paired B/A "
+                 "ratios of records per CPU-second per B row (A's row of the same parallelism, "
+                 "else its row at parallelism 1)");
+  app.add_option("--rounds", rounds, "--compare, --compare-workload: rounds (default 10)")
+      ->check(CLI::Range(1, 1000));
   CLI11_PARSE(app, argc, argv);
-  if (!compareWith.empty()) {
-    // The children get every argument but these (and write their own JSON).
+  if (!compareWith.empty() && !compareWorkload.empty()) {
+    std::fprintf(stderr, "--compare and --compare-workload cannot be combined\n");
+    return 2;
+  }
+  if (!compareWorkload.empty() && workloads.empty()) {
+    std::fprintf(stderr, "--compare-workload needs the --workload(s) to compare it with\n");
+    return 2;
+  }
+  if (!compareWith.empty() || !compareWorkload.empty()) {
+    // The children get every argument but these (and write their own JSON);
+    // with --compare-workload, the --workload ones go to side B only.
     std::vector<std::string> rest;
+    std::vector<std::string> workloadArgs;
+    auto takesValue = [](const std::string& a) {
+      return a == "--compare" || a == "--rounds" || a == "--json" || a == "--compare-workload";
+    };
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
-      if (a == "--compare" || a == "--rounds" || a == "--json") {
+      if (!compareWorkload.empty() && a == "--workload" && i + 1 < argc) {
+        workloadArgs.push_back(a);
+        workloadArgs.push_back(argv[++i]);
+      } else if (!compareWorkload.empty() && a.rfind("--workload=", 0) == 0) {
+        workloadArgs.push_back(a);
+      } else if (takesValue(a)) {
         ++i;
       } else if (a.rfind("--compare=", 0) != 0 && a.rfind("--rounds=", 0) != 0 &&
-                 a.rfind("--json=", 0) != 0) {
+                 a.rfind("--json=", 0) != 0 && a.rfind("--compare-workload=", 0) != 0) {
         rest.push_back(a);
       }
+    }
+    if (!compareWorkload.empty()) {
+      return sluice::bench::runCompareWorkloads(compareWorkload, rounds, rest, workloadArgs);
     }
     return sluice::bench::runCompare(compareWith, rounds, rest);
   }
@@ -1509,9 +1538,8 @@ int main(int argc, char** argv) {
     for (const std::string& name : nexmarkNames) {
       if (!wanted(name) && !wanted("nexmark")) continue;
       if (latency.rate > 0) {
-        // q4 emits its averages at the end of the input, q12's rows carry
-        // processing time: neither has a per-row latency.
-        if (name == "nexmark-q4" || name == "nexmark-q12") {
+        // q12's rows carry processing time: they have no per-row latency.
+        if (name == "nexmark-q12") {
           std::fprintf(stderr, "%s: no latency mode (its rows have no creation time)\n",
                        name.c_str());
           continue;

@@ -2,6 +2,8 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <stdexcept>
+#include <string>
 
 namespace sluice::nexmark {
 
@@ -38,9 +40,15 @@ uint64_t rowHash(const Event& e) {
   return rowHash(e.bid) ^ 0x3333;
 }
 
-uint64_t rowHash(const Q1Row& r) {
+uint64_t rowHash(const BidRow& r) {
   RowHasher h;
   return h.add(r.auction).add(r.bidder).add(r.price).add(r.dateTime).add(r.extra).finish();
+}
+
+uint64_t rowHash(const Q1Row& r) {
+  RowHasher h;
+  h.add(r.auction).add(r.bidder).add(r.priceThousandths).add(r.dateTime).add(r.extra);
+  return h.finish();
 }
 
 uint64_t rowHash(const Q3Row& r) {
@@ -69,9 +77,24 @@ Checksum keyCountChecksum(const std::map<int64_t, int64_t>& counts) {
   return c;
 }
 
+void ResultCollector::addLatestRows(const std::unordered_map<int64_t, uint64_t>& rows) {
+  std::lock_guard lock(mu_);
+  for (const auto& [key, hash] : rows) {
+    if (!latestRows_.emplace(key, hash).second) {
+      throw std::logic_error("nexmark: key " + std::to_string(key) +
+                             " of an updating result reached two sink subtasks");
+    }
+  }
+}
+
 Checksum ResultCollector::result() const {
   std::lock_guard lock(mu_);
   if (!keyCounts_.empty()) return keyCountChecksum(keyCounts_);
+  if (!latestRows_.empty()) {
+    Checksum c;
+    for (const auto& [key, hash] : latestRows_) c.add(hash);
+    return c;
+  }
   return checksum_;
 }
 

@@ -70,15 +70,30 @@ class RowHasher {
   uint64_t h_ = 0x2545F4914F6CDD1DULL;
 };
 
-// Output rows of the queries (Flink's Nexmark result columns).
-struct Q1Row {  // q1: a bid with its price in euro
+// Output rows of the queries (the columns of Flink's Nexmark sink tables).
+struct BidRow {  // q0 and q7: the bid columns Flink's q0 and q7 select
   int64_t auction = 0;
   int64_t bidder = 0;
-  double price = 0;
+  int64_t price = 0;
   int64_t dateTime = 0;
   std::string extra;
 };
-SLUICE_STRUCT(Q1Row, auction, bidder, price, dateTime, extra)
+SLUICE_STRUCT(BidRow, auction, bidder, price, dateTime, extra)
+
+inline BidRow toBidRow(const Bid& b) {
+  return BidRow{b.auction, b.bidder, b.price, b.dateTime, b.extra};
+}
+
+struct Q1Row {  // q1: a bid with its price in euro
+  int64_t auction = 0;
+  int64_t bidder = 0;
+  // 0.908 * price, Flink's DECIMAL(23, 3), as an exact count of thousandths
+  // (price * 908).
+  int64_t priceThousandths = 0;
+  int64_t dateTime = 0;
+  std::string extra;
+};
+SLUICE_STRUCT(Q1Row, auction, bidder, priceThousandths, dateTime, extra)
 
 struct Q3Row {  // q3: a local seller and one of their category-10 auctions
   std::string name;
@@ -92,6 +107,7 @@ uint64_t rowHash(const Person& p);
 uint64_t rowHash(const Auction& a);
 uint64_t rowHash(const Bid& b);
 uint64_t rowHash(const Event& e);
+uint64_t rowHash(const BidRow& r);
 uint64_t rowHash(const Q1Row& r);
 uint64_t rowHash(const Q3Row& r);
 
@@ -154,8 +170,10 @@ inline int64_t wallMicrosNow() {
 }
 
 // What a job's sink writers publish when they close; read after the job.
-// Either plain rows (add) or per-key sums of a count (addKeyCount, q12),
-// whose checksum is taken over the (key, total) pairs at the end.
+// Either plain rows (add), per-key sums of a count (addKeyCounts, q12), whose
+// checksum is taken over the (key, total) pairs at the end, or the latest row
+// per key of an updating result (addLatestRows, q4), whose checksum is taken
+// over those final rows.
 class ResultCollector {
  public:
   void add(const Checksum& part) {
@@ -167,8 +185,12 @@ class ResultCollector {
     std::lock_guard lock(mu_);
     for (const auto& [k, c] : counts) keyCounts_[k] += c;
   }
+  // key -> hash of its latest row. The updates of one key all pass one sink
+  // subtask (the sink follows the keyed operator that emits them), so a key
+  // published twice means rows went astray: std::logic_error.
+  void addLatestRows(const std::unordered_map<int64_t, uint64_t>& rows);
   // The rows' checksum, or that of the (key, total) pairs when per-key
-  // counts were collected.
+  // counts were collected, or that of the final rows of an updating result.
   Checksum result() const;
   const std::map<int64_t, int64_t>& keyCounts() const { return keyCounts_; }
 
@@ -187,10 +209,42 @@ class ResultCollector {
   mutable std::mutex mu_;
   Checksum checksum_;
   std::map<int64_t, int64_t> keyCounts_;
+  std::unordered_map<int64_t, uint64_t> latestRows_;
 };
 
 // Checksum of (key, total) rows.
 Checksum keyCountChecksum(const std::map<int64_t, int64_t>& counts);
+
+// Latency mode: a sink writer's per-row latencies (see LatencyOrigin),
+// published at close. Inactive unless the collector has a latency origin.
+class LatencyRecorder {
+ public:
+  explicit LatencyRecorder(const ResultCollector& out) {
+    if (out.latencyOrigin()) {
+      origin_ = *out.latencyOrigin();
+      latencies_ = std::make_unique<LatencyHistogram>();
+    }
+  }
+  void record(const sluice::SinkWriterContext& ctx) {
+    if (!latencies_) return;
+    const std::optional<int64_t> ts = ctx.timestamp();
+    const int64_t start = origin_.sourceStartMicros->load(std::memory_order_relaxed);
+    // A row whose latency is negative was fired early by the end of the
+    // input (a window that the input ended inside); it has none.
+    const int64_t latency =
+        ts && start > 0 ? wallMicrosNow() - (start + (*ts - origin_.baseTime) * 1000) : -1;
+    if (latency >= 0) latencies_->record(latency);
+  }
+  void publish(ResultCollector& out) {
+    if (!latencies_) return;
+    out.addLatencies(*latencies_);
+    latencies_ = std::make_unique<LatencyHistogram>();
+  }
+
+ private:
+  LatencyOrigin origin_;
+  std::unique_ptr<LatencyHistogram> latencies_;  // latency mode only
+};
 
 // A sink that folds every row into a checksum (per writer, published at close).
 template <class T>
@@ -204,38 +258,57 @@ class ChecksumSink final : public sluice::Sink<T> {
  private:
   class Writer final : public sluice::SinkWriter<T> {
    public:
-    explicit Writer(std::shared_ptr<ResultCollector> out) : out_(std::move(out)) {
-      if (out_->latencyOrigin()) {
-        origin_ = *out_->latencyOrigin();
-        latencies_ = std::make_unique<LatencyHistogram>();
-      }
-    }
+    explicit Writer(std::shared_ptr<ResultCollector> out)
+        : out_(std::move(out)), latencies_(*out_) {}
     void write(const T& row, const sluice::SinkWriterContext& ctx) override {
       local_.add(rowHash(row));
-      if (latencies_) {
-        const std::optional<int64_t> ts = ctx.timestamp();
-        const int64_t start = origin_.sourceStartMicros->load(std::memory_order_relaxed);
-        // A row whose latency is negative was fired early by the end of the
-        // input (a window that the input ended inside); it has none.
-        const int64_t latency =
-            ts && start > 0 ? wallMicrosNow() - (start + (*ts - origin_.baseTime) * 1000) : -1;
-        if (latency >= 0) latencies_->record(latency);
-      }
+      latencies_.record(ctx);
     }
     void close() override {
       out_->add(local_);
       local_ = {};
-      if (latencies_) {
-        out_->addLatencies(*latencies_);
-        latencies_ = std::make_unique<LatencyHistogram>();
-      }
+      latencies_.publish(*out_);
     }
 
    private:
     std::shared_ptr<ResultCollector> out_;
     Checksum local_;
-    LatencyOrigin origin_;
-    std::unique_ptr<LatencyHistogram> latencies_;  // latency mode only
+    LatencyRecorder latencies_;
+  };
+  std::shared_ptr<ResultCollector> out_;
+};
+
+// The sink of an updating result (q4), as an upsert sink: each row replaces
+// the previous row of its key (field 0); at close the writer publishes the
+// latest row per key, so the checksum covers the final result, one row per
+// key, whatever the updates before it.
+template <class T>
+class UpsertSink final : public sluice::Sink<T> {
+ public:
+  explicit UpsertSink(std::shared_ptr<ResultCollector> out) : out_(std::move(out)) {}
+  std::unique_ptr<sluice::SinkWriter<T>> createWriter(sluice::WriterInitContext&) const override {
+    return std::make_unique<Writer>(out_);
+  }
+
+ private:
+  class Writer final : public sluice::SinkWriter<T> {
+   public:
+    explicit Writer(std::shared_ptr<ResultCollector> out)
+        : out_(std::move(out)), latencies_(*out_) {}
+    void write(const T& row, const sluice::SinkWriterContext& ctx) override {
+      latest_[std::get<0>(row)] = rowHash(row);
+      latencies_.record(ctx);
+    }
+    void close() override {
+      out_->addLatestRows(latest_);
+      latest_.clear();
+      latencies_.publish(*out_);
+    }
+
+   private:
+    std::shared_ptr<ResultCollector> out_;
+    std::unordered_map<int64_t, uint64_t> latest_;
+    LatencyRecorder latencies_;
   };
   std::shared_ptr<ResultCollector> out_;
 };

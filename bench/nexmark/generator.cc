@@ -32,6 +32,7 @@ constexpr int64_t kHotBiddersOneIn = 4;
 constexpr int64_t kAvgPersonBytes = 200;
 constexpr int64_t kAvgAuctionBytes = 500;
 constexpr int64_t kAvgBidBytes = 100;
+constexpr int64_t kMinStringLength = 3;
 
 constexpr std::array<std::string_view, 6> kStates = {"AZ", "CA", "ID", "OR", "WA", "WY"};
 constexpr std::array<std::string_view, 10> kCities = {
@@ -81,19 +82,23 @@ class Random {
       for (int k = 0; k < 12 && p < end; ++k, bits >>= 5) *p++ = kAlphabet[bits & 31];
     }
   }
+  // 3 to maxLength - 1 characters (maxLength > 3), as Nexmark's nextString.
+  void appendNextString(std::string& out, int64_t maxLength) {
+    appendString(out, kMinStringLength + nextInt(maxLength - kMinStringLength));
+  }
   std::string nextString(int64_t maxLength) {
     std::string s;
-    appendString(s, 1 + nextInt(maxLength));
+    appendNextString(s, maxLength);
     return s;
   }
-  // Padding that brings an event of `currentSize` bytes to about
-  // `desiredAverage` bytes (+/- 20 %).
+  // Padding that brings an event of `currentSize` bytes to `desiredAverage`
+  // bytes on average (+/- 20 %), sized as Nexmark's nextExtra sizes it.
   std::string nextExtra(int64_t currentSize, int64_t desiredAverage) {
     std::string s;
     if (currentSize > desiredAverage) return s;
     const int64_t desired = desiredAverage - currentSize;
-    const int64_t delta = desired / 5;
-    appendString(s, desired - delta + nextInt(2 * delta + 1));
+    const int64_t delta = std::llround(static_cast<double>(desired) * 0.2);
+    appendString(s, desired - delta + (delta == 0 ? 0 : nextInt(2 * delta)));
     return s;
   }
   // 10^(6u) as 2^(6u log2 10): the same distribution, and exp2 costs a
@@ -153,7 +158,7 @@ Person nextPerson(int64_t index, int64_t ts, Random& rnd) {
   p.name.append(kLastNames[static_cast<size_t>(rnd.nextInt(kLastNames.size()))]);
   p.emailAddress = rnd.nextString(7);
   p.emailAddress.push_back('@');
-  rnd.appendString(p.emailAddress, 1 + rnd.nextInt(5));
+  rnd.appendNextString(p.emailAddress, 5);
   p.emailAddress.append(".com");
   char card[24];
   const int64_t g0 = rnd.nextInt(10000), g1 = rnd.nextInt(10000), g2 = rnd.nextInt(10000),
@@ -164,8 +169,9 @@ Person nextPerson(int64_t index, int64_t ts, Random& rnd) {
   p.city = kCities[static_cast<size_t>(rnd.nextInt(kCities.size()))];
   p.state = kStates[static_cast<size_t>(rnd.nextInt(kStates.size()))];
   p.dateTime = ts;
+  // Nexmark counts the id and the strings, not the dateTime.
   const auto size = static_cast<int64_t>(8 + p.name.size() + p.emailAddress.size() +
-                                         p.creditCard.size() + p.city.size() + p.state.size() + 8);
+                                         p.creditCard.size() + p.city.size() + p.state.size());
   p.extra = rnd.nextExtra(size, kAvgPersonBytes);
   return p;
 }
@@ -187,7 +193,8 @@ Auction nextAuction(const GeneratorConfig& config, int64_t index, int64_t ts, Ra
   const int64_t horizonEvents = kNumInFlightAuctions * kTotalProportion / kAuctionProportion;
   const int64_t horizonMs = eventTimestamp(config, index + horizonEvents) - ts;
   a.expires = ts + 1 + rnd.nextInt(std::max<int64_t>(horizonMs * 2, 1));
-  const auto size = static_cast<int64_t>(8 + a.itemName.size() + a.description.size() + 8 * 6);
+  // Nexmark counts the id, the two strings and five 8-byte fields.
+  const auto size = static_cast<int64_t>(8 + a.itemName.size() + a.description.size() + 8 * 5);
   a.extra = rnd.nextExtra(size, kAvgAuctionBytes);
   return a;
 }
@@ -220,8 +227,9 @@ Bid nextBid(int64_t index, int64_t ts, Random& rnd) {
     b.url.append(channel);
   }
   b.dateTime = ts;
-  const auto size = static_cast<int64_t>(8 * 4 + b.channel.size() + b.url.size());
-  b.extra = rnd.nextExtra(size, kAvgBidBytes);
+  // Nexmark sizes a bid's padding by its four 8-byte fields only, channel and
+  // url aside, so a bid is about 100 bytes plus those two.
+  b.extra = rnd.nextExtra(8 * 4, kAvgBidBytes);
   return b;
 }
 

@@ -7,7 +7,8 @@
 // the single-threaded baseline produce the same events without sharing
 // anything, in any order.
 //
-// Nexmark semantics followed (from Flink's / Beam's Nexmark generator):
+// Nexmark semantics followed (Flink's Nexmark generator, nexmark/nexmark,
+// with its default GeneratorConfig / NexmarkConfiguration):
 //   - per 50 events: 1 person, 3 auctions, 46 bids (index % 50: 0 person,
 //     1-3 auctions, 4-49 bids); person and auction ids are dense, starting
 //     at 1000, and grow with the index;
@@ -20,10 +21,19 @@
 //   - prices are round(10^(6u) * 100) cents, u uniform in [0, 1); reserve =
 //     initial bid + another such price; 5 categories starting at 10; an
 //     auction lasts 1 ms up to twice the time 1666 events take;
-//   - strings are random lower-case text; `extra` pads a person to ~200
-//     bytes, an auction to ~500 and a bid to ~100 (+/- 20 %).
+//   - strings are random lower-case text of 3 to max - 1 characters;
+//     `extra` pads a person to ~200 bytes, an auction to ~500 and a bid to
+//     ~100 (+/- 20 %), counted as Nexmark counts them (a bid's channel and
+//     url come on top).
 // Event time: baseTime + index * 1000 / eventsPerSecond (milliseconds), so
-// the clock advances deterministically with the index.
+// the clock advances deterministically with the index and events are in
+// event-time order (Nexmark's default outOfOrderGroupSize of 1).
+//
+// Deliberately different: Flink's generator draws from an unseeded Random,
+// and at parallelism p runs p generators, each on its own event-time
+// timeline from baseTime at rate / p over its own block of event ids. Here
+// there is one timeline whatever the parallelism (see interleavedIndex), so
+// every run and the baseline see the same events.
 #pragma once
 
 #include <cstdint>

@@ -15,21 +15,37 @@ namespace sluice::nexmark {
 
 // Keyed-state and window-accumulator types; in the namespace so that
 // SLUICE_STRUCT can name them.
-struct AuctionState {  // q4: an auction's bounds and its best valid bid so far
+struct AuctionState {  // q4: an auction's bounds and its highest bid within them so far
   int64_t dateTime = 0;
   int64_t expires = 0;
-  int64_t reserve = 0;
   int64_t category = 0;
-  int64_t best = -1;  // -1: no valid bid yet
-  bool closed = false;
+  int64_t best = -1;  // -1: no bid within [dateTime, expires] yet
 };
-SLUICE_STRUCT(AuctionState, dateTime, expires, reserve, category, best, closed)
+SLUICE_STRUCT(AuctionState, dateTime, expires, category, best)
+
+struct Q4Update {  // q4: an auction's final price changed from `before` to `after`
+  int64_t category = 0;
+  int64_t before = -1;  // -1: the auction had none (it joins its category's average)
+  int64_t after = 0;
+};
+SLUICE_STRUCT(Q4Update, category, before, after)
 
 struct MaxBids {  // q7: the bids with the highest price seen (ties kept)
   int64_t price = -1;
-  std::vector<Bid> bids;
+  std::vector<BidRow> bids;
 };
 SLUICE_STRUCT(MaxBids, price, bids)
+
+// q7, stage 2 input, keyed by `windowEnd`: either the highest bids of one
+// auction in the window ending there, or (boundary) a bid made at exactly
+// that time, which lies in the next window but matches this one's highest
+// price too (Flink's q7 joins on W.end - 10 s <= dateTime <= W.end).
+struct Q7Part {
+  int64_t windowEnd = 0;
+  bool boundary = false;
+  MaxBids bids;
+};
+SLUICE_STRUCT(Q7Part, windowEnd, boundary, bids)
 
 struct MaxCount {  // q5: the keys with the highest count seen (ties kept)
   int64_t count = -1;
@@ -39,17 +55,24 @@ SLUICE_STRUCT(MaxCount, count, keys)
 
 namespace {
 
-using namespace std::chrono_literals;
 using WindowCount = std::tuple<int64_t, int64_t, int64_t>;              // window end, key, count
+using Q4Row = std::pair<int64_t, int64_t>;                              // category, average
+using Q5Row = std::pair<int64_t, int64_t>;                              // auction, count
 using KeyCountWindow = std::tuple<int64_t, int64_t, int64_t, int64_t>;  // key, count, start, end
 using Q8Row = std::tuple<int64_t, std::string, int64_t>;  // person id, name, window start
 using YsbRow = std::tuple<int64_t, int64_t, int64_t>;     // campaign, window start, views
 
 constexpr int64_t kWindowMs = 10'000;  // q5 size, q7 / q8 / q12 / ysb size, q11 gap
 constexpr int64_t kSlideMs = 2'000;    // q5 slide
+// ysb's watermark bound: any bound works (its source is in order per subtask,
+// see generatorWatermarks); 1 ms keeps its window results prompt.
+constexpr std::chrono::milliseconds kYsbOutOfOrderness{1};
 
-// Shared by the job and the baseline so that both compute the same double.
-double toEuro(int64_t price) { return static_cast<double>(price) * 0.908; }
+// 0.908 * price in thousandths: Flink's DECIMAL(23, 3) result, exactly.
+int64_t toEuroThousandths(int64_t price) { return price * 908; }
+Q1Row toQ1Row(const Bid& b) {
+  return Q1Row{b.auction, b.bidder, toEuroThousandths(b.price), b.dateTime, b.extra};
+}
 bool isQ3Person(const Person& p) { return p.state == "OR" || p.state == "ID" || p.state == "CA"; }
 int64_t tumblingStart(int64_t ts) { return TimeWindow::getWindowStartWithOffset(ts, 0, kWindowMs); }
 
@@ -57,13 +80,16 @@ int64_t tumblingStart(int64_t ts) { return TimeWindow::getWindowStartWithOffset(
 // Jobs
 
 // Every source subtask emits its events in event-time order, and all
-// subtasks advance together (interleavedIndex). A 1 ms bound makes a
-// window or timer at time t fire only once every channel has passed t, so an
-// element exactly one session gap after a session still joins it, as the
-// baseline (which sees all events in order) has it.
+// subtasks advance together (interleavedIndex). So with any bound >= 0 no
+// element is late: a window or timer at time t fires only once every channel
+// has passed t, and an element exactly one session gap after a session (or a
+// q7 bid at exactly a window's end) has reached its operator before then, as
+// the baseline, which sees all events in order, has it. The bound only
+// delays the firing: Nexmark's 4 s for the Nexmark queries; ysb keeps 1 ms.
 template <class T>
-WatermarkStrategy<T> generatorWatermarks(int64_t (*eventTime)(const T&)) {
-  return WatermarkStrategy<T>::forBoundedOutOfOrderness(1ms).withTimestampAssigner(eventTime);
+WatermarkStrategy<T> generatorWatermarks(int64_t (*eventTime)(const T&),
+                                         std::chrono::milliseconds bound) {
+  return WatermarkStrategy<T>::forBoundedOutOfOrderness(bound).withTimestampAssigner(eventTime);
 }
 
 // Latency mode: the first generated event marks the source's start.
@@ -76,37 +102,54 @@ void noteSourceStart(std::atomic<int64_t>& started) {
 int64_t eventTimeOf(const Event& e) { return e.dateTime(); }
 int64_t eventTimeOfAd(const AdEvent& e) { return e.eventTime; }
 
-auto nexmarkSource(StreamExecutionEnvironment& env, const JobOptions& o) {
-  const GeneratorConfig gen = o.generator;
+DataStream<Event> nexmarkSource(StreamExecutionEnvironment& env, const JobOptions& o) {
   const int64_t n = o.events;
   const int p = o.parallelism;
+  auto watermarks = generatorWatermarks<Event>(&eventTimeOf, o.outOfOrderness);
+  if (o.input) {
+    if (static_cast<int64_t>(o.input->size()) != n) {
+      throw std::invalid_argument("nexmark: JobOptions::input holds " +
+                                  std::to_string(o.input->size()) + " events, events is " +
+                                  std::to_string(n));
+    }
+    auto input = o.input;
+    auto read = [input, n, p](int64_t i) {
+      return (*input)[static_cast<size_t>(interleavedIndex(i, n, p))];
+    };
+    return env.fromSource(GeneratorSource(read, n, o.wallRatePerSecond), watermarks,
+                          "Nexmark Source");
+  }
+  const GeneratorConfig gen = o.generator;
   auto started = o.sourceStartMicros;
   auto generate = [gen, n, p, started](int64_t i) {
     if (started) noteSourceStart(*started);
     return generateEvent(gen, interleavedIndex(i, n, p));
   };
-  return env.fromSource(GeneratorSource(generate, n, o.wallRatePerSecond),
-                        generatorWatermarks<Event>(&eventTimeOf), "Nexmark Source");
+  return env.fromSource(GeneratorSource(generate, n, o.wallRatePerSecond), watermarks,
+                        "Nexmark Source");
 }
 
+// The projections return a reference: the map operator then copies the
+// member into its reused output record (keeping the record's string
+// capacity) instead of building a new object per event.
 auto personsOf(DataStream<Event> events) {
   return events.filter([](const Event& e) { return e.type == EventType::kPerson; })
       .name("Persons")
-      .map([](const Event& e) { return e.person; })
+      .map([](const Event& e) -> const Person& { return e.person; })
       .name("Person");
 }
 
 auto auctionsOf(DataStream<Event> events) {
   return events.filter([](const Event& e) { return e.type == EventType::kAuction; })
       .name("Auctions")
-      .map([](const Event& e) { return e.auction; })
+      .map([](const Event& e) -> const Auction& { return e.auction; })
       .name("Auction");
 }
 
 auto bidsOf(DataStream<Event> events) {
   return events.filter([](const Event& e) { return e.type == EventType::kBid; })
       .name("Bids")
-      .map([](const Event& e) { return e.bid; })
+      .map([](const Event& e) -> const Bid& { return e.bid; })
       .name("Bid");
 }
 
@@ -172,49 +215,44 @@ class LocalSellerJoin final : public KeyedCoProcessFunction<int64_t, Person, Auc
   ListState<int64_t>* waiting_ = nullptr;
 };
 
-void considerBid(AuctionState& a, int64_t dateTime, int64_t price) {
-  if (dateTime >= a.dateTime && dateTime <= a.expires && price >= a.reserve) {
-    a.best = std::max(a.best, price);
-  }
+// Folds a bid into its auction; whether the auction's final price rose.
+bool considerBid(AuctionState& a, int64_t dateTime, int64_t price) {
+  if (dateTime < a.dateTime || dateTime > a.expires || price <= a.best) return false;
+  a.best = price;
+  return true;
 }
 
-// q4, stage 1: auctions connected to bids, both keyed by auction id; emits
-// (category, closing price) when the watermark passes the auction's expiry.
-// Bids that come before their auction (from another source subtask) wait in
-// list state.
-class ClosingPrice final
-    : public KeyedCoProcessFunction<int64_t, Auction, Bid, std::pair<int64_t, int64_t>> {
+// q4, stage 1: Flink's `auction A, bid B WHERE A.id = B.auction AND
+// B.dateTime BETWEEN A.dateTime AND A.expires GROUP BY A.id, A.category` with
+// MAX(B.price): auctions connected to bids, both keyed by auction id; emits
+// an update whenever an auction's highest matching bid rises. Bids that come
+// before their auction (from another source subtask, or naming an auction
+// not created yet) wait in list state. As Flink's regular join keeps its
+// inputs, the auction's state is kept for the whole run (no expiry timer).
+class FinalPrice final : public KeyedCoProcessFunction<int64_t, Auction, Bid, Q4Update> {
  public:
   void open() override {
     auction_ = &getRuntimeContext().getState(ValueStateDescriptor<AuctionState>("auction"));
     early_ = &getRuntimeContext().getListState(
         ListStateDescriptor<std::pair<int64_t, int64_t>>("early-bids"));
   }
-  void processElement1(const Auction& auction, Context& ctx,
-                       Collector<std::pair<int64_t, int64_t>>&) override {
-    AuctionState a{auction.dateTime, auction.expires, auction.reserve, auction.category, -1, false};
+  void processElement1(const Auction& auction, Context&, Collector<Q4Update>& out) override {
+    AuctionState a{auction.dateTime, auction.expires, auction.category, -1};
     for (const auto& [dateTime, price] : early_->get()) considerBid(a, dateTime, price);
     early_->clear();
     auction_->update(a);
-    ctx.timerService().registerEventTimeTimer(a.expires);
+    if (a.best >= 0) out.collect(Q4Update{a.category, -1, a.best});
   }
-  void processElement2(const Bid& bid, Context&, Collector<std::pair<int64_t, int64_t>>&) override {
+  void processElement2(const Bid& bid, Context&, Collector<Q4Update>& out) override {
     std::optional<AuctionState> state = auction_->value();
     if (!state) {
       early_->add({bid.dateTime, bid.price});
       return;
     }
-    if (state->closed) return;
     const int64_t before = state->best;
-    considerBid(*state, bid.dateTime, bid.price);
-    if (state->best != before) auction_->update(*state);
-  }
-  void onTimer(int64_t, OnTimerContext&, Collector<std::pair<int64_t, int64_t>>& out) override {
-    std::optional<AuctionState> state = auction_->value();
-    if (!state) return;
-    if (state->best >= 0) out.collect({state->category, state->best});
-    state->closed = true;  // later bids for it are past its expiry
+    if (!considerBid(*state, bid.dateTime, bid.price)) return;
     auction_->update(*state);
+    out.collect(Q4Update{state->category, before, state->best});
   }
 
  private:
@@ -222,41 +260,48 @@ class ClosingPrice final
   ListState<std::pair<int64_t, int64_t>>* early_ = nullptr;
 };
 
-// q4, stage 2: keyed by category; the average once the input has ended.
-class AveragePrice final : public KeyedProcessFunction<int64_t, std::pair<int64_t, int64_t>,
-                                                       std::pair<int64_t, double>> {
+// Flink's AVG over BIGINT: a BIGINT, sum / count with integer division.
+int64_t averageOf(const std::pair<int64_t, int64_t>& sumCount) {
+  return sumCount.first / sumCount.second;
+}
+
+// q4, stage 2: keyed by category; AVG(final) over the category's auctions,
+// retracting an auction's previous final price when it rises. Emits the new
+// average whenever it changes (Flink's group aggregation emits an update
+// only when the result differs), each row replacing the category's previous
+// one at the sink.
+class AveragePrice final : public KeyedProcessFunction<int64_t, Q4Update, Q4Row> {
  public:
   void open() override {
     sumCount_ = &getRuntimeContext().getState(
         ValueStateDescriptor<std::pair<int64_t, int64_t>>("sum-count"));
   }
-  void processElement(const std::pair<int64_t, int64_t>& closed, Context& ctx,
-                      Collector<std::pair<int64_t, double>>&) override {
-    auto sc = sumCount_->value().value_or(std::pair<int64_t, int64_t>{0, 0});
-    sc.first += closed.second;
-    sc.second += 1;
+  void processElement(const Q4Update& u, Context&, Collector<Q4Row>& out) override {
+    const std::optional<std::pair<int64_t, int64_t>> old = sumCount_->value();
+    std::pair<int64_t, int64_t> sc = old.value_or(std::pair<int64_t, int64_t>{0, 0});
+    if (u.before < 0) {
+      sc.first += u.after;
+      sc.second += 1;
+    } else {
+      sc.first += u.after - u.before;
+    }
     sumCount_->update(sc);
-    ctx.timerService().registerEventTimeTimer(kMaxTimestamp);
-  }
-  void onTimer(int64_t, OnTimerContext& ctx, Collector<std::pair<int64_t, double>>& out) override {
-    auto sc = sumCount_->value();
-    if (!sc || sc->second == 0) return;
-    out.collect(
-        {ctx.getCurrentKey(), static_cast<double>(sc->first) / static_cast<double>(sc->second)});
+    const int64_t average = averageOf(sc);
+    if (!old || averageOf(*old) != average) out.collect(Q4Row{u.category, average});
   }
 
  private:
   ValueState<std::pair<int64_t, int64_t>>* sumCount_ = nullptr;
 };
 
-// q5, stage 2: keyed by window end; every (window end, key, count) with the
-// window's highest count, once the watermark has passed the window.
-class MaxCountPerWindow final : public KeyedProcessFunction<int64_t, WindowCount, WindowCount> {
+// q5, stage 2: keyed by window end; every (auction, count) with the window's
+// highest count, once the watermark has passed the window.
+class MaxCountPerWindow final : public KeyedProcessFunction<int64_t, WindowCount, Q5Row> {
  public:
   void open() override {
     max_ = &getRuntimeContext().getState(ValueStateDescriptor<MaxCount>("max"));
   }
-  void processElement(const WindowCount& c, Context& ctx, Collector<WindowCount>&) override {
+  void processElement(const WindowCount& c, Context& ctx, Collector<Q5Row>&) override {
     MaxCount m = max_->value().value_or(MaxCount{});
     const int64_t count = std::get<2>(c);
     if (count > m.count) {
@@ -270,10 +315,10 @@ class MaxCountPerWindow final : public KeyedProcessFunction<int64_t, WindowCount
     max_->update(m);
     ctx.timerService().registerEventTimeTimer(std::get<0>(c) - 1);
   }
-  void onTimer(int64_t, OnTimerContext& ctx, Collector<WindowCount>& out) override {
+  void onTimer(int64_t, OnTimerContext&, Collector<Q5Row>& out) override {
     std::optional<MaxCount> m = max_->value();
     if (!m) return;
-    for (int64_t key : m->keys) out.collect(WindowCount{ctx.getCurrentKey(), key, m->count});
+    for (int64_t key : m->keys) out.collect(Q5Row{key, m->count});
     max_->clear();
   }
 
@@ -281,7 +326,7 @@ class MaxCountPerWindow final : public KeyedProcessFunction<int64_t, WindowCount
   ValueState<MaxCount>* max_ = nullptr;
 };
 
-void keepMax(MaxBids& acc, const Bid& b) {
+void keepMax(MaxBids& acc, const BidRow& b) {
   if (b.price > acc.price) {
     acc.price = b.price;
     acc.bids.assign(1, b);
@@ -295,49 +340,61 @@ class MaxBidAggregate final : public AggregateFunction<Bid, MaxBids, MaxBids> {
  public:
   MaxBids createAccumulator() override { return {}; }
   MaxBids add(const Bid& b, MaxBids acc) override {
-    keepMax(acc, b);
+    if (b.price >= acc.price) keepMax(acc, toBidRow(b));
     return acc;
   }
   MaxBids getResult(const MaxBids& acc) override { return acc; }
   MaxBids merge(MaxBids a, MaxBids b) override {
-    for (const Bid& bid : b.bids) keepMax(a, bid);
+    for (const BidRow& bid : b.bids) keepMax(a, bid);
     return a;
   }
 };
 
 class MaxBidsWithWindowEnd final
-    : public ProcessWindowFunction<MaxBids, std::pair<int64_t, MaxBids>, int64_t, TimeWindow> {
+    : public ProcessWindowFunction<MaxBids, Q7Part, int64_t, TimeWindow> {
  public:
   void process(const int64_t&, Context& ctx, const std::vector<MaxBids>& maxima,
-               Collector<std::pair<int64_t, MaxBids>>& out) override {
-    out.collect({ctx.window().getEnd(), maxima.front()});
+               Collector<Q7Part>& out) override {
+    out.collect(Q7Part{ctx.window().getEnd(), false, maxima.front()});
   }
 };
 
-// q7, stage 2: keyed by window end; the window's highest bids.
-class MaxBidPerWindow final
-    : public KeyedProcessFunction<int64_t, std::pair<int64_t, MaxBids>, Bid> {
+bool onWindowBoundary(const Bid& b) { return b.dateTime == tumblingStart(b.dateTime); }
+
+// q7, stage 2: keyed by window end; once the watermark has passed the window,
+// the bids with its highest price: its own, and those made at exactly its
+// end time with that price.
+class MaxBidPerWindow final : public KeyedProcessFunction<int64_t, Q7Part, BidRow> {
  public:
   void open() override {
     max_ = &getRuntimeContext().getState(ValueStateDescriptor<MaxBids>("max"));
+    boundary_ = &getRuntimeContext().getListState(ListStateDescriptor<BidRow>("at-window-end"));
   }
-  void processElement(const std::pair<int64_t, MaxBids>& part, Context& ctx,
-                      Collector<Bid>&) override {
-    MaxBids m = max_->value().value_or(MaxBids{});
-    if (part.second.price < m.price) return;
-    for (const Bid& b : part.second.bids) keepMax(m, b);
-    max_->update(m);
-    ctx.timerService().registerEventTimeTimer(part.first - 1);
+  void processElement(const Q7Part& part, Context& ctx, Collector<BidRow>&) override {
+    if (part.boundary) {
+      for (const BidRow& b : part.bids.bids) boundary_->add(b);
+    } else {
+      MaxBids m = max_->value().value_or(MaxBids{});
+      if (part.bids.price < m.price) return;
+      for (const BidRow& b : part.bids.bids) keepMax(m, b);
+      max_->update(m);
+    }
+    ctx.timerService().registerEventTimeTimer(part.windowEnd - 1);
   }
-  void onTimer(int64_t, OnTimerContext&, Collector<Bid>& out) override {
-    std::optional<MaxBids> m = max_->value();
-    if (!m) return;
-    for (const Bid& b : m->bids) out.collect(b);
+  void onTimer(int64_t, OnTimerContext&, Collector<BidRow>& out) override {
+    if (std::optional<MaxBids> m = max_->value()) {
+      for (const BidRow& b : m->bids) out.collect(b);
+      for (const BidRow& b : boundary_->get()) {
+        if (b.price == m->price) out.collect(b);
+      }
+    }
     max_->clear();
+    boundary_->clear();
   }
 
  private:
   ValueState<MaxBids>* max_ = nullptr;
+  ListState<BidRow>* boundary_ = nullptr;
 };
 
 // q12: processing-time windows, plus one firing at the end of the input for
@@ -385,10 +442,11 @@ void buildYsb(StreamExecutionEnvironment& env, const JobOptions& o,
   for (size_t ad = 0; ad < table.size(); ++ad) (*campaigns)[static_cast<int64_t>(ad)] = table[ad];
   std::shared_ptr<const std::unordered_map<int64_t, int64_t>> lookup = campaigns;
 
-  auto views = env.fromSource(GeneratorSource(generate, n, o.wallRatePerSecond),
-                              generatorWatermarks<AdEvent>(&eventTimeOfAd), "YSB Source")
-                   .filter([](const AdEvent& e) { return e.eventType == "view"; })
-                   .name("Views");
+  auto views =
+      env.fromSource(GeneratorSource(generate, n, o.wallRatePerSecond),
+                     generatorWatermarks<AdEvent>(&eventTimeOfAd, kYsbOutOfOrderness), "YSB Source")
+          .filter([](const AdEvent& e) { return e.eventType == "view"; })
+          .name("Views");
   auto campaignViews = views
                            .map([lookup](const AdEvent& e) {
                              return std::pair<int64_t, int64_t>(lookup->at(e.adId), e.eventTime);
@@ -405,18 +463,25 @@ void buildYsb(StreamExecutionEnvironment& env, const JobOptions& o,
 }
 
 // ---------------------------------------------------------------------------
-// Baselines: events in index order, one thread, std containers.
+// Baselines: events in index order, one thread, std containers. Each takes
+// `each`, callable as each(f) to call f(const Event&) on every event in order.
 
-template <class F>
-void forEachEvent(const GeneratorConfig& gen, int64_t n, F&& f) {
-  for (int64_t i = 0; i < n; ++i) f(generateEvent(gen, i));
-}
+// The generator's events 0..n-1.
+struct GeneratedEvents {
+  const GeneratorConfig& gen;
+  int64_t n;
+  template <class F>
+  void operator()(F&& f) const {
+    for (int64_t i = 0; i < n; ++i) f(generateEvent(gen, i));
+  }
+};
 
-Checksum baselineQ3(const GeneratorConfig& gen, int64_t n) {
+template <class Each>
+Checksum baselineQ3(Each&& each) {
   Checksum c;
   std::unordered_map<int64_t, Q3Row> persons;
   std::unordered_map<int64_t, std::vector<int64_t>> waiting;  // seller -> auctions
-  forEachEvent(gen, n, [&](const Event& e) {
+  each([&](const Event& e) {
     if (e.type == EventType::kPerson && isQ3Person(e.person)) {
       Q3Row row{e.person.name, e.person.city, e.person.state, 0};
       if (auto it = waiting.find(e.person.id); it != waiting.end()) {
@@ -440,22 +505,30 @@ Checksum baselineQ3(const GeneratorConfig& gen, int64_t n) {
   return c;
 }
 
-Checksum baselineQ4(const GeneratorConfig& gen, int64_t n) {
-  // In index order a bid comes after its auction, except a bid naming an
-  // auction not created yet (Nexmark's id lead); such a bid is earlier than
-  // the auction's dateTime and would not count anyway.
+template <class Each>
+Checksum baselineQ4(Each&& each) {
+  // A bid may name an auction not created yet (Nexmark's id lead); at event-
+  // time rates above 10K/s it can share the auction's millisecond and so
+  // fall within [dateTime, expires]. Such bids wait for their auction.
   std::unordered_map<int64_t, AuctionState> auctions;
-  forEachEvent(gen, n, [&](const Event& e) {
+  std::unordered_map<int64_t, std::vector<std::pair<int64_t, int64_t>>> early;
+  each([&](const Event& e) {
     if (e.type == EventType::kAuction) {
-      auctions[e.auction.id] = AuctionState{
-          e.auction.dateTime, e.auction.expires, e.auction.reserve, e.auction.category, -1, false};
+      AuctionState a{e.auction.dateTime, e.auction.expires, e.auction.category, -1};
+      if (auto it = early.find(e.auction.id); it != early.end()) {
+        for (const auto& [dateTime, price] : it->second) considerBid(a, dateTime, price);
+        early.erase(it);
+      }
+      auctions[e.auction.id] = a;
     } else if (e.type == EventType::kBid) {
       if (auto it = auctions.find(e.bid.auction); it != auctions.end()) {
         considerBid(it->second, e.bid.dateTime, e.bid.price);
+      } else {
+        early[e.bid.auction].emplace_back(e.bid.dateTime, e.bid.price);
       }
     }
   });
-  std::map<int64_t, std::pair<int64_t, int64_t>> perCategory;
+  std::map<int64_t, std::pair<int64_t, int64_t>> perCategory;  // sum, count
   for (const auto& [id, a] : auctions) {
     if (a.best < 0) continue;
     auto& sc = perCategory[a.category];
@@ -463,28 +536,26 @@ Checksum baselineQ4(const GeneratorConfig& gen, int64_t n) {
     sc.second += 1;
   }
   Checksum c;
-  for (const auto& [category, sc] : perCategory) {
-    c.add(rowHash(std::pair<int64_t, double>(
-        category, static_cast<double>(sc.first) / static_cast<double>(sc.second))));
-  }
+  for (const auto& [category, sc] : perCategory) c.add(rowHash(Q4Row{category, averageOf(sc)}));
   return c;
 }
 
-Checksum baselineQ5(const GeneratorConfig& gen, int64_t n) {
+template <class Each>
+Checksum baselineQ5(Each&& each) {
   Checksum c;
   std::map<int64_t, std::unordered_map<int64_t, int64_t>> windows;  // start -> auction -> count
   auto closeUpTo = [&](int64_t ts) {
     while (!windows.empty() && windows.begin()->first + kWindowMs <= ts) {
-      const auto& [start, counts] = *windows.begin();
+      const auto& counts = windows.begin()->second;
       int64_t max = 0;
       for (const auto& [auction, count] : counts) max = std::max(max, count);
       for (const auto& [auction, count] : counts) {
-        if (count == max) c.add(rowHash(WindowCount{start + kWindowMs, auction, count}));
+        if (count == max) c.add(rowHash(Q5Row{auction, count}));
       }
       windows.erase(windows.begin());
     }
   };
-  forEachEvent(gen, n, [&](const Event& e) {
+  each([&](const Event& e) {
     if (e.type != EventType::kBid) return;
     const int64_t ts = e.bid.dateTime;
     closeUpTo(ts);
@@ -497,28 +568,37 @@ Checksum baselineQ5(const GeneratorConfig& gen, int64_t n) {
   return c;
 }
 
-Checksum baselineQ7(const GeneratorConfig& gen, int64_t n) {
+template <class Each>
+Checksum baselineQ7(Each&& each) {
   Checksum c;
   int64_t windowStart = kMinTimestamp;
   MaxBids max;
+  // The last closed window's end and highest price: a bid made at exactly
+  // that time (in the next window) with that price matches it too.
+  int64_t closedEnd = kMinTimestamp;
+  int64_t closedPrice = -1;
   auto close = [&] {
-    for (const Bid& b : max.bids) c.add(rowHash(b));
+    for (const BidRow& b : max.bids) c.add(rowHash(b));
+    closedEnd = max.bids.empty() ? kMinTimestamp : windowStart + kWindowMs;
+    closedPrice = max.price;
     max = MaxBids{};
   };
-  forEachEvent(gen, n, [&](const Event& e) {
+  each([&](const Event& e) {
     if (e.type != EventType::kBid) return;
     const int64_t start = tumblingStart(e.bid.dateTime);
     if (start != windowStart) {
       close();
       windowStart = start;
     }
-    keepMax(max, e.bid);
+    if (e.bid.dateTime == closedEnd && e.bid.price == closedPrice) c.add(rowHash(toBidRow(e.bid)));
+    if (e.bid.price >= max.price) keepMax(max, toBidRow(e.bid));
   });
   close();
   return c;
 }
 
-Checksum baselineQ8(const GeneratorConfig& gen, int64_t n) {
+template <class Each>
+Checksum baselineQ8(Each&& each) {
   Checksum c;
   int64_t windowStart = kMinTimestamp;
   std::vector<std::pair<int64_t, std::string>> persons;
@@ -530,7 +610,7 @@ Checksum baselineQ8(const GeneratorConfig& gen, int64_t n) {
     persons.clear();
     sellers.clear();
   };
-  forEachEvent(gen, n, [&](const Event& e) {
+  each([&](const Event& e) {
     if (e.type == EventType::kBid) return;
     const int64_t start = tumblingStart(e.dateTime());
     if (start != windowStart) {
@@ -547,7 +627,8 @@ Checksum baselineQ8(const GeneratorConfig& gen, int64_t n) {
   return c;
 }
 
-Checksum baselineQ11(const GeneratorConfig& gen, int64_t n) {
+template <class Each>
+Checksum baselineQ11(Each&& each) {
   struct Session {
     int64_t start;
     int64_t last;
@@ -558,7 +639,7 @@ Checksum baselineQ11(const GeneratorConfig& gen, int64_t n) {
   auto emit = [&](int64_t bidder, const Session& s) {
     c.add(rowHash(KeyCountWindow{bidder, s.count, s.start, s.last + kWindowMs}));
   };
-  forEachEvent(gen, n, [&](const Event& e) {
+  each([&](const Event& e) {
     if (e.type != EventType::kBid) return;
     const int64_t ts = e.bid.dateTime;
     auto [it, fresh] = sessions.try_emplace(e.bid.bidder, Session{ts, ts, 0});
@@ -572,6 +653,39 @@ Checksum baselineQ11(const GeneratorConfig& gen, int64_t n) {
   });
   for (const auto& [bidder, s] : sessions) emit(bidder, s);
   return c;
+}
+
+template <class Each>
+Checksum baselineQ12(Each&& each) {
+  std::map<int64_t, int64_t> perBidder;
+  each([&](const Event& e) {
+    if (e.type == EventType::kBid) ++perBidder[e.bid.bidder];
+  });
+  return keyCountChecksum(perBidder);
+}
+
+template <class Each>
+Checksum nexmarkBaseline(Query q, Each&& each) {
+  switch (q) {
+    case Query::kQ0:
+    case Query::kQ1:
+    case Query::kQ2: {
+      Checksum c;
+      each([&](const Event& e) {
+        if (auto h = statelessRowHash(q, e)) c.add(*h);
+      });
+      return c;
+    }
+    case Query::kQ3: return baselineQ3(each);
+    case Query::kQ4: return baselineQ4(each);
+    case Query::kQ5: return baselineQ5(each);
+    case Query::kQ7: return baselineQ7(each);
+    case Query::kQ8: return baselineQ8(each);
+    case Query::kQ11: return baselineQ11(each);
+    case Query::kQ12: return baselineQ12(each);
+    case Query::kYsb: break;
+  }
+  throw std::invalid_argument("nexmark baseline: " + queryName(q) + " reads ad events");
 }
 
 Checksum baselineYsb(const GeneratorConfig& gen, int64_t n) {
@@ -642,11 +756,19 @@ void buildQuery(StreamExecutionEnvironment& env, Query q, const JobOptions& o,
   const auto window = std::chrono::milliseconds(kWindowMs);
   auto events = nexmarkSource(env, o);
   switch (q) {
-    case Query::kQ0: sinkChecksum<Event>(events, std::move(out)); return;
+    case Query::kQ0: {
+      auto bids = events.filter([](const Event& e) { return e.type == EventType::kBid; })
+                      .name("Bids")
+                      .map([](const Event& e) { return toBidRow(e.bid); })
+                      .name("Bid columns");
+      sinkChecksum<BidRow>(bids, std::move(out));
+      return;
+    }
     case Query::kQ1: {
-      auto euro = bidsOf(events).map([](const Bid& b) {
-        return Q1Row{b.auction, b.bidder, toEuro(b.price), b.dateTime, b.extra};
-      });
+      auto euro = events.filter([](const Event& e) { return e.type == EventType::kBid; })
+                      .name("Bids")
+                      .map([](const Event& e) { return toQ1Row(e.bid); })
+                      .name("Price in euro");
       sinkChecksum<Q1Row>(euro, std::move(out));
       return;
     }
@@ -674,12 +796,12 @@ void buildQuery(StreamExecutionEnvironment& env, Query q, const JobOptions& o,
       auto averages = auctionsOf(events)
                           .keyBy(&Auction::id)
                           .connect(bidsOf(events).keyBy(&Bid::auction))
-                          .process(ClosingPrice())
-                          .name("Closing price")
-                          .keyBy([](const std::pair<int64_t, int64_t>& c) { return c.first; })
+                          .process(FinalPrice())
+                          .name("Final price per auction")
+                          .keyBy(&Q4Update::category)
                           .process(AveragePrice())
                           .name("Average per category");
-      sinkChecksum<std::pair<int64_t, double>>(averages, std::move(out));
+      averages.sinkTo(UpsertSink<Q4Row>(std::move(out)), "Latest average per category");
       return;
     }
     case Query::kQ5: {
@@ -692,19 +814,26 @@ void buildQuery(StreamExecutionEnvironment& env, Query q, const JobOptions& o,
               .keyBy([](const WindowCount& c) { return std::get<0>(c); })
               .process(MaxCountPerWindow())
               .name("Hottest auctions");
-      sinkChecksum<WindowCount>(hot, std::move(out));
+      sinkChecksum<Q5Row>(hot, std::move(out));
       return;
     }
     case Query::kQ7: {
-      auto highest = bidsOf(events)
-                         .keyBy(&Bid::auction)
-                         .window(TumblingEventTimeWindows::of(window))
-                         .aggregate(MaxBidAggregate(), MaxBidsWithWindowEnd())
-                         .name("Highest bids per auction")
-                         .keyBy([](const std::pair<int64_t, MaxBids>& m) { return m.first; })
+      auto bids = bidsOf(events);
+      auto perAuction = bids.keyBy(&Bid::auction)
+                            .window(TumblingEventTimeWindows::of(window))
+                            .aggregate(MaxBidAggregate(), MaxBidsWithWindowEnd())
+                            .name("Highest bids per auction");
+      auto atWindowEnd = bids.filter(onWindowBoundary)
+                             .name("Bids at a window end")
+                             .map([](const Bid& b) {
+                               return Q7Part{b.dateTime, true, MaxBids{b.price, {toBidRow(b)}}};
+                             })
+                             .name("As the previous window's candidates");
+      auto highest = perAuction.unionWith(atWindowEnd)
+                         .keyBy(&Q7Part::windowEnd)
                          .process(MaxBidPerWindow())
                          .name("Highest bids");
-      sinkChecksum<Bid>(highest, std::move(out));
+      sinkChecksum<BidRow>(highest, std::move(out));
       return;
     }
     case Query::kQ8: {
@@ -766,12 +895,12 @@ bool isStateless(Query q) { return q == Query::kQ0 || q == Query::kQ1 || q == Qu
 
 std::optional<uint64_t> statelessRowHash(Query q, const Event& e) {
   switch (q) {
-    case Query::kQ0: return rowHash(e);
-    case Query::kQ1: {
+    case Query::kQ0:
       if (e.type != EventType::kBid) return std::nullopt;
-      const Bid& b = e.bid;
-      return rowHash(Q1Row{b.auction, b.bidder, toEuro(b.price), b.dateTime, b.extra});
-    }
+      return rowHash(toBidRow(e.bid));
+    case Query::kQ1:
+      if (e.type != EventType::kBid) return std::nullopt;
+      return rowHash(toQ1Row(e.bid));
     case Query::kQ2:
       if (e.type != EventType::kBid || e.bid.auction % 123 != 0) return std::nullopt;
       return rowHash(std::pair<int64_t, int64_t>(e.bid.auction, e.bid.price));
@@ -802,31 +931,14 @@ BaselineLatency runBaselineLatency(Query q, const GeneratorConfig& gen, int64_t 
 }
 
 Checksum runBaseline(Query q, const GeneratorConfig& gen, int64_t n) {
-  Checksum c;
-  switch (q) {
-    case Query::kQ0:
-    case Query::kQ1:
-    case Query::kQ2:
-      forEachEvent(gen, n, [&](const Event& e) {
-        if (auto h = statelessRowHash(q, e)) c.add(*h);
-      });
-      return c;
-    case Query::kQ3: return baselineQ3(gen, n);
-    case Query::kQ4: return baselineQ4(gen, n);
-    case Query::kQ5: return baselineQ5(gen, n);
-    case Query::kQ7: return baselineQ7(gen, n);
-    case Query::kQ8: return baselineQ8(gen, n);
-    case Query::kQ11: return baselineQ11(gen, n);
-    case Query::kQ12: {
-      std::map<int64_t, int64_t> perBidder;
-      forEachEvent(gen, n, [&](const Event& e) {
-        if (e.type == EventType::kBid) ++perBidder[e.bid.bidder];
-      });
-      return keyCountChecksum(perBidder);
-    }
-    case Query::kYsb: return baselineYsb(gen, n);
-  }
-  throw std::logic_error("runBaseline: unknown query");
+  if (q == Query::kYsb) return baselineYsb(gen, n);
+  return nexmarkBaseline(q, GeneratedEvents{gen, n});
+}
+
+Checksum runBaseline(Query q, const std::vector<Event>& events) {
+  return nexmarkBaseline(q, [&](auto&& f) {
+    for (const Event& e : events) f(e);
+  });
 }
 
 }  // namespace sluice::nexmark

@@ -2,25 +2,36 @@
 // for each a single-threaded hand-written baseline that computes the same
 // rows from the same generator (plain loops and std containers, no Sluice).
 //
-// Both fold their output rows into a Checksum (checksum.h), so a job is
-// correct when its checksum equals the baseline's. Results are bounded-input
-// results: event-time windows and timers all fire at the end of the input.
+// The queries are those of Flink's Nexmark benchmark (nexmark/nexmark,
+// nexmark-flink/src/main/resources/queries/q*.sql), written with the
+// DataStream API: the same filters, join conditions, grouping, windows and
+// output columns. Both the job and the baseline fold their output rows into a
+// Checksum (checksum.h), so a job is correct when its checksum equals the
+// baseline's. Results are bounded-input results: event-time windows and
+// timers all fire at the end of the input.
 //
-//   q0   pass-through: every event
-//   q1   every bid with its price in euro (price * 0.908)
+//   q0   pass-through: every bid as (auction, bidder, price, dateTime, extra)
+//   q1   every bid as (auction, bidder, 0.908 * price, dateTime, extra); the
+//        price is Flink's DECIMAL(23, 3), kept as exact thousandths
 //   q2   (auction, price) of the bids whose auction id % 123 == 0
 //   q3   (name, city, state, auction id) for every person in OR, ID or CA
-//        and every auction of category 10 they sell: an incremental join,
-//        keyed by person id, in keyed state (either side may come first)
-//   q4   (category, average closing price): an auction's closing price is
-//        its highest bid at or above the reserve made within [dateTime,
-//        expires]; averaged per category over all auctions that close with
-//        one (one row per category, at the end of the input)
+//        and every auction of category 10 they sell: a regular inner join of
+//        two append-only streams, so append-only, keyed by person id, in
+//        keyed state (either side may come first)
+//   q4   (category, average final price): an auction's final price is its
+//        highest bid made within [dateTime, expires] (inclusive; no reserve
+//        condition), averaged per category (BIGINT AVG: integer division)
+//        over the auctions with such a bid. Regular join and two unwindowed
+//        aggregations, so an updating result: the job emits a row whenever a
+//        category's average changes, and its sink keeps the latest row per
+//        category (UpsertSink); the checksum covers those final rows.
 //   q5   hot items: bids per auction in sliding 10 s / 2 s event-time
-//        windows; per window, (window end, auction, count) of every auction
-//        with the highest count
-//   q7   highest bid: per 10 s tumbling event-time window, every bid with
-//        the window's highest price
+//        windows; per window, (auction, count) of every auction whose count
+//        is the window's highest
+//   q7   highest bid: every bid B and 10 s tumbling window W with B.price =
+//        the highest price in W and W.end - 10 s <= B.dateTime <= W.end
+//        (inclusive: a bid at exactly W.end, which lies in the next window,
+//        also matches W), as (auction, bidder, price, dateTime, extra)
 //   q8   new users: (person id, name, window start) of every person who
 //        registered and created an auction in the same 10 s tumbling window
 //   q11  user sessions: (bidder, bids, session start, session end) of event-
@@ -33,9 +44,16 @@
 //   ysb  Yahoo Streaming Benchmark: ad events -> keep "view" -> campaign of
 //        the ad from an in-memory table (100 campaigns x 10 ads) -> (campaign,
 //        window start, views) per 10 s tumbling event-time window
+//
+// Watermarks: the Nexmark source has Flink's Nexmark watermark, a bounded
+// out-of-orderness of 4 s (its DDL: WATERMARK FOR dateTime AS dateTime -
+// INTERVAL '4' SECOND). The generator's events are in order per source
+// subtask, so no event is ever late and the bound only delays when windows
+// and timers fire, never what they compute. ysb keeps a 1 ms bound.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -59,8 +77,18 @@ std::optional<Query> parseQuery(const std::string& name);
 // Whether the query reads ad events (ysb) rather than Nexmark events.
 inline bool isYsb(Query q) { return q == Query::kYsb; }
 
+// Nexmark's watermark bound (see above).
+inline constexpr std::chrono::milliseconds kNexmarkOutOfOrderness{4000};
+
 struct JobOptions {
   GeneratorConfig generator;
+  // The Nexmark source's bounded out-of-orderness (not ysb's).
+  // Default: Nexmark's 4 s.
+  std::chrono::milliseconds outOfOrderness = kNexmarkOutOfOrderness;
+  // Tests: when set, the Nexmark source emits these events (`events` must be
+  // their number), split across subtasks as generated events are, instead
+  // of the generator's.
+  std::shared_ptr<const std::vector<Event>> input;
   // Events the source emits in all (bounded).
   int64_t events = 1'000'000;
   // Parallelism of every operator, the source included (its splits are
@@ -85,6 +113,9 @@ Checksum runQuery(Query q, const JobOptions& options);
 // The hand-written single-threaded baseline: the same rows as the job, from
 // events 0..events-1 in index order. q12: the per-bidder totals.
 Checksum runBaseline(Query q, const GeneratorConfig& generator, int64_t events);
+// The same over the given events, in their order (not ysb: throws
+// std::invalid_argument).
+Checksum runBaseline(Query q, const std::vector<Event>& events);
 
 // q0, q1 and q2 keep no state: each event gives at most one row.
 bool isStateless(Query q);

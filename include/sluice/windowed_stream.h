@@ -1,17 +1,34 @@
 // WindowedStream (keyBy(...).window(...)) and AllWindowedStream
 // (windowAll(...)): configure trigger, evictor and lateness, then apply a
 // window function. See sluice/windows.h for the semantics and docs/windows.md.
+//
+// Which operator runs the windows is decided when the window function is
+// applied: the sliced window operator (internal/slicing_window_operator.h)
+// when the assigner makes aligned event-time windows (tumbling, sliding,
+// cumulating), the function is incremental (reduce, aggregate, the field
+// aggregations, with or without a window function), there is neither a
+// trigger other than EventTimeTrigger nor an evictor, and the environment's
+// configuration has `pipeline.window.slicing` on and `state.backend.type`
+// hashmap; the general WindowOperator otherwise. Both are compiled for such
+// windows; the stream graph names the one chosen ("SlicingWindow(...)" or
+// "Window(...)").
 #pragma once
 
+#include <cctype>
 #include <chrono>
+#include <concepts>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
 
+#include <sluice/core/config_options.h>
 #include <sluice/core/owned.h>
 #include <sluice/datastream.h>
+#include <sluice/internal/slicing_window_operator.h>
 #include <sluice/internal/window_operator.h>
+#include <sluice/window/slicing.h>
 #include <sluice/windows.h>
 
 namespace sluice {
@@ -55,6 +72,27 @@ auto passThrough() {
       std::make_shared<PassThroughWindowFunction<V, K, W>>());
 }
 
+// The aligned windows an assigner description makes, if any.
+template <class A>
+std::optional<window::AlignedWindows> alignedWindowsOf(const A& a) {
+  using window::AlignedKind;
+  if constexpr (std::is_same_v<A, TumblingEventTimeWindows>) {
+    return window::AlignedWindows{AlignedKind::kTumbling, a.size, a.size, a.offset};
+  } else if constexpr (std::is_same_v<A, SlidingEventTimeWindows>) {
+    return window::AlignedWindows{AlignedKind::kSliding, a.size, a.slide, a.offset};
+  } else if constexpr (std::is_same_v<A, CumulativeEventTimeWindows>) {
+    return window::AlignedWindows{AlignedKind::kCumulating, a.maxSize, a.step, a.offset};
+  } else {
+    (void)a;
+    return std::nullopt;
+  }
+}
+
+// The types the sliced window operator can hold.
+template <class K, class W, class ACC>
+inline constexpr bool kSliceable = std::is_same_v<W, TimeWindow>&& SliceableKey<K>&&
+    std::default_initializable<ACC>&& std::copy_constructible<ACC>&& Serializable<ACC>;
+
 template <class F, class T>
 concept WindowReduceFn = ReduceCallable<F, T> || ReduceFunctionObject<F, T> || InPlaceReducer<F, T>;
 
@@ -87,6 +125,7 @@ class WindowedStream {
   WindowedStream& trigger(S t) {
     spec_.trigger = [t] { return internal::buildTrigger<T, W>(t); };
     triggerSet_ = true;
+    defaultTrigger_ = std::is_same_v<S, EventTimeTrigger>;
     return *this;
   }
   // CountEvictor::of, TimeEvictor::of, DeltaEvictor::of or an Evictor<T, W>.
@@ -120,13 +159,20 @@ class WindowedStream {
   template <class F>
   SingleOutputStreamOperator<T> reduce(F f) {
     checkReduce<F>();
-    return build("reduce", reduceContents(std::move(f)), internal::passThrough<T, K, W>());
+    auto function = internal::passThrough<T, K, W>();
+    if constexpr (internal::kSliceable<K, W, T>) {
+      if (sliceable()) return buildSliced<T>("reduce", reduceSlices(f), function);
+    }
+    return build("reduce", reduceContents(std::move(f)), std::move(function));
   }
   template <class F, class P>
   auto reduce(F f, P windowFunction) {
     checkReduce<F>();
-    return build("reduce", reduceContents(std::move(f)),
-                 internal::makeWindowFunction<T, K, W>(std::move(windowFunction)));
+    auto function = internal::makeWindowFunction<T, K, W>(std::move(windowFunction));
+    if constexpr (internal::kSliceable<K, W, T>) {
+      if (sliceable()) return buildSliced<T>("reduce", reduceSlices(f), function);
+    }
+    return build("reduce", reduceContents(std::move(f)), std::move(function));
   }
 
   // aggregate(agg): agg derives from AggregateFunction<T, ACC, R>; emits R.
@@ -134,14 +180,25 @@ class WindowedStream {
   auto aggregate(A agg) {
     checkAggregate<A>();
     using R = typename A::OutputType;
-    return build("aggregate", aggregateContents(std::move(agg)), internal::passThrough<R, K, W>());
+    auto function = internal::passThrough<R, K, W>();
+    if constexpr (internal::kSliceable<K, W, typename A::AccumulatorType>) {
+      if (sliceable())
+        return buildSliced<typename A::AccumulatorType>("aggregate", aggregateSlices(agg),
+                                                        function);
+    }
+    return build("aggregate", aggregateContents(std::move(agg)), std::move(function));
   }
   template <class A, class P>
   auto aggregate(A agg, P windowFunction) {
     checkAggregate<A>();
     using R = typename A::OutputType;
-    return build("aggregate", aggregateContents(std::move(agg)),
-                 internal::makeWindowFunction<R, K, W>(std::move(windowFunction)));
+    auto function = internal::makeWindowFunction<R, K, W>(std::move(windowFunction));
+    if constexpr (internal::kSliceable<K, W, typename A::AccumulatorType>) {
+      if (sliceable())
+        return buildSliced<typename A::AccumulatorType>("aggregate", aggregateSlices(agg),
+                                                        function);
+    }
+    return build("aggregate", aggregateContents(std::move(agg)), std::move(function));
   }
 
   // process(f): f derives from ProcessWindowFunction<T, OUT, K, W> (or, on
@@ -275,6 +332,54 @@ class WindowedStream {
     return contents;
   }
 
+  template <class F>
+  static auto reduceSlices(const F& f) {
+    return std::shared_ptr<const internal::SliceFunction<T, T, T>>(
+        internal::makeOwned<internal::ReduceSlices<T, F>>(f));
+  }
+  template <class A>
+  static auto aggregateSlices(const A& agg) {
+    using ACC = typename A::AccumulatorType;
+    using R = typename A::OutputType;
+    return std::shared_ptr<const internal::SliceFunction<T, ACC, R>>(
+        internal::makeOwned<internal::AggregateSlices<T, ACC, R, A>>(agg));
+  }
+
+  // Whether the sliced window operator runs these windows (see the top of
+  // this file); the types were checked by the caller.
+  bool sliceable() const {
+    if (!spec_.aligned || evictor_ || (triggerSet_ && !defaultTrigger_)) return false;
+    const Configuration& config = input_.environmentState()->config;
+    if (!config.get(options::kPipelineWindowSlicing)) return false;
+    std::string backend = config.get(options::kStateBackendType);
+    for (char& c : backend) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return backend == "hashmap";
+  }
+
+  // One sliced operator class per (key, input, accumulator, value, output)
+  // types; the functions are run-time strategies.
+  template <class ACC, class V, class OUT>
+  SingleOutputStreamOperator<OUT> buildSliced(
+      const char* what, std::shared_ptr<const internal::SliceFunction<T, ACC, V>> fn,
+      std::shared_ptr<const internal::InternalWindowFunction<V, OUT, K, W>> function) {
+    using Op = internal::SlicingWindowOperator<K, T, ACC, V, OUT>;
+    internal::SlicingWindowSpec<K, T, ACC, V, OUT> spec;
+    spec.windows = *spec_.aligned;
+    (void)window::Slicing(spec.windows);  // throws now for windows it cannot cut
+    spec.assignerName = assignerName_;
+    spec.allowedLateness = spec_.allowedLateness;
+    spec.lateDataTag = spec_.lateDataTag;
+    spec.key = input_.getKeySelector();
+    spec.function = std::move(fn);
+    spec.windowFunction = std::move(function);
+    std::string name = std::string(all_ ? "SlicingAllWindow(" : "SlicingWindow(") + assignerName_ +
+                       ", " + what + ")";
+    auto factory = [spec = std::move(spec)]() { return internal::makeOwned<Op>(spec); };
+    auto out = input_.template transform<OUT>(name, std::move(factory));
+    if (all_) out.setParallelism(1);
+    return out;
+  }
+
   // One operator class per (key, input, value, output, window) types; the
   // contents and the function are run-time strategies.
   template <class V, class OUT>
@@ -301,6 +406,7 @@ class WindowedStream {
   std::string assignerName_;
   bool all_ = false;
   bool triggerSet_ = false;
+  bool defaultTrigger_ = false;  // the trigger set is EventTimeTrigger::create()
   std::function<std::unique_ptr<Evictor<T, W>>()> evictor_;
 };
 
@@ -318,6 +424,7 @@ auto KeyedStream<T, K, KS>::window(A assigner) const {
   using W = typename A::WindowType;
   internal::WindowSettings<T, W> spec;
   spec.assigner = [assigner] { return internal::buildAssigner<T>(assigner); };
+  spec.aligned = internal::alignedWindowsOf(assigner);
   std::string name = spec.assigner()->toString();
   return WindowedStream<T, K, KS, W>(*this, std::move(spec), std::move(name));
 }
@@ -345,6 +452,7 @@ auto DataStream<T>::windowAll(A assigner) const {
                                                               internal::NullKeySelector<T>{});
   internal::WindowSettings<T, W> spec;
   spec.assigner = [assigner] { return internal::buildAssigner<T>(assigner); };
+  spec.aligned = internal::alignedWindowsOf(assigner);
   std::string name = spec.assigner()->toString();
   return AllWindowedStream<T, W>(std::move(keyed), std::move(spec), std::move(name), true);
 }

@@ -6,6 +6,9 @@
 //   - an event-time window fires when the watermark reaches end - 1;
 //   - a sliding assigner puts an element into every window [start, start +
 //     size) that contains it, starts aligned to the slide (and offset);
+//   - a cumulating assigner (CumulativeEventTimeWindows, a Sluice extension)
+//     into every window [start, start + k * step) that contains it, start
+//     aligned to the max size (and offset);
 //   - sessions whose elements are exactly one gap apart merge.
 // Near the int64 limits, window ends and cleanup times saturate at the
 // maximum timestamp instead of overflowing (Flink's long arithmetic wraps),
@@ -20,6 +23,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
@@ -601,21 +605,25 @@ inline int64_t checkPositive(int64_t ms, const char* what) {
 }
 
 // Flink's TimeWindow.mergeWindows: sort by start, merge runs that intersect.
+// Runs per element of a session window; allocates nothing once its scratch
+// vectors (per thread) have grown.
 template <class CB>
-void mergeTimeWindows(std::vector<TimeWindow> windows, CB& callback) {
-  std::sort(windows.begin(), windows.end(),
+void mergeTimeWindows(const std::vector<TimeWindow>& windows, CB& callback) {
+  thread_local std::vector<TimeWindow> sorted;
+  thread_local std::vector<TimeWindow> members;
+  sorted.assign(windows.begin(), windows.end());
+  std::sort(sorted.begin(), sorted.end(),
             [](const TimeWindow& a, const TimeWindow& b) { return a.getStart() < b.getStart(); });
-  std::vector<std::pair<TimeWindow, std::vector<TimeWindow>>> merged;
-  for (const TimeWindow& w : windows) {
-    if (merged.empty() || !merged.back().first.intersects(w)) {
-      merged.push_back({w, {w}});
-    } else {
-      merged.back().first = merged.back().first.cover(w);
-      merged.back().second.push_back(w);
+  for (size_t i = 0; i < sorted.size();) {
+    TimeWindow cover = sorted[i];
+    size_t j = i + 1;
+    while (j < sorted.size() && cover.intersects(sorted[j])) cover = cover.cover(sorted[j++]);
+    if (j - i > 1) {
+      members.assign(sorted.begin() + static_cast<std::ptrdiff_t>(i),
+                     sorted.begin() + static_cast<std::ptrdiff_t>(j));
+      callback.merge(members, cover);
     }
-  }
-  for (auto& [result, members] : merged) {
-    if (members.size() > 1) callback.merge(members, result);
+    i = j;
   }
 }
 
@@ -685,6 +693,39 @@ class SlidingAssigner final : public WindowAssigner<T, TimeWindow> {
  private:
   int64_t size_, slide_, offset_;
   bool eventTime_;
+};
+
+// Cumulating windows: every window [start, start + k * step), k = 1 ..
+// maxSize / step, with start aligned to maxSize (and offset), that contains
+// the element, largest first. Windows whose ends saturate at the maximum
+// timestamp coincide; each is assigned once.
+template <class T>
+class CumulativeAssigner final : public WindowAssigner<T, TimeWindow> {
+ public:
+  CumulativeAssigner(int64_t maxSize, int64_t step, int64_t offset)
+      : maxSize_(maxSize), step_(step), offset_(offset) {}
+  void assignWindows(const T&, int64_t timestamp, const WindowAssignerContext&,
+                     std::vector<TimeWindow>& out) override {
+    if (timestamp == kMinTimestamp) throwNoTimestamp(toString());
+    const __int128 start = TimeWindow::unclampedWindowStart(timestamp, offset_, maxSize_);
+    const int64_t clampedStart = TimeWindow::clampToTimestamp(start);
+    for (__int128 end = start + maxSize_; end > timestamp; end -= step_) {
+      const int64_t clampedEnd = TimeWindow::clampToTimestamp(end);
+      if (!out.empty() && out.back().getEnd() == clampedEnd) continue;
+      out.emplace_back(clampedStart, clampedEnd);
+    }
+  }
+  std::unique_ptr<Trigger<T, TimeWindow>> getDefaultTrigger() const override {
+    return internal::makeOwned<EventTimeTriggerImpl<T, TimeWindow>>();
+  }
+  bool isEventTime() const override { return true; }
+  std::string toString() const override {
+    return "CumulativeEventTimeWindows(" + std::to_string(maxSize_) + ", " + std::to_string(step_) +
+           ")";
+  }
+
+ private:
+  int64_t maxSize_, step_, offset_;
 };
 
 // Session windows; `gap` returns the gap for an element (constant or dynamic).
@@ -829,6 +870,44 @@ struct SlidingProcessingTimeWindows {
     return internal::makeOwned<internal::SlidingAssigner<T>>(size, slide, offset, false);
   }
   int64_t size = 1, slide = 1, offset = 0;
+};
+
+// Cumulating event-time windows, a Sluice extension mirroring Flink SQL's
+// CUMULATE table-valued function (Flink's DataStream API has no such
+// assigner): windows grow by `step` from a start aligned to `maxSize` until
+// they reach `maxSize`, then a new cycle starts. With maxSize 1 day and step
+// 1 hour an element at 10:30 is in [00:00, 11:00), [00:00, 12:00), ...,
+// [00:00, 24:00): each window fires when the watermark passes its end, so a
+// day's running total is emitted every hour. maxSize must be a multiple of
+// step; abs(offset) < maxSize.
+struct CumulativeEventTimeWindows {
+  using WindowType = TimeWindow;
+  template <class R1, class P1, class R2, class P2, class R3 = int64_t, class P3 = std::milli>
+  static CumulativeEventTimeWindows of(std::chrono::duration<R1, P1> maxSize,
+                                       std::chrono::duration<R2, P2> step,
+                                       std::chrono::duration<R3, P3> offset = {}) {
+    CumulativeEventTimeWindows w{internal::toMillis(maxSize), internal::toMillis(step),
+                                 internal::toMillis(offset)};
+    const char* who = "CumulativeEventTimeWindows";
+    internal::checkPositive(w.maxSize, "CumulativeEventTimeWindows: the max size");
+    internal::checkPositive(w.step, "CumulativeEventTimeWindows: the step");
+    if (w.maxSize % w.step != 0) {
+      throw SluiceException(
+          std::string(who) + ": the max size must be a multiple of the step, got " +
+          std::to_string(w.maxSize) + " ms and step " + std::to_string(w.step) + " ms");
+    }
+    if (std::abs(w.offset) >= w.maxSize) {
+      throw SluiceException(
+          std::string(who) + ": the offset must satisfy abs(offset) < maxSize, got offset " +
+          std::to_string(w.offset) + " ms and max size " + std::to_string(w.maxSize) + " ms");
+    }
+    return w;
+  }
+  template <class T>
+  std::unique_ptr<WindowAssigner<T, TimeWindow>> create() const {
+    return internal::makeOwned<internal::CumulativeAssigner<T>>(maxSize, step, offset);
+  }
+  int64_t maxSize = 1, step = 1, offset = 0;
 };
 
 // withDynamicGap(extractor): extractor is int64_t(const T&) (milliseconds).

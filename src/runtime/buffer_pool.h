@@ -1,8 +1,11 @@
-// Fixed-size memory segments for records crossing task boundaries.
+// Buffers for records crossing task boundaries: fixed-size memory segments
+// of serialized elements, or typed element batches (sluice/graph/element_batch.h)
+// between subtasks of one process.
 //
-// A BufferPool hands out at most `maxSegments` segments of `segmentSize`
-// bytes, allocated on first use and reused afterwards. A producer that finds
-// no free segment blocks until its consumer recycles one: that wait is
+// A BufferPool hands out at most `maxSegments` buffers at a time, segments of
+// `segmentSize` bytes and batches (of kBatchSegments segments' worth of
+// records) together, allocated on first use and reused afterwards. A producer that finds no
+// free buffer blocks until its consumer recycles one: that wait is
 // backpressure, and it is what keeps a job's memory bounded.
 #pragma once
 
@@ -14,17 +17,23 @@
 #include <mutex>
 #include <vector>
 
+#include <sluice/graph/element_batch.h>
+
 namespace sluice::runtime {
 
 class BufferPool;
 
-// A filled (or partly filled) segment travelling from producer to consumer.
-// The consumer returns it with pool->recycle(data).
+// A filled (or partly filled) segment, or an element batch, travelling from
+// producer to consumer. The consumer returns it with recycle(buffer).
 struct Buffer {
-  uint8_t* data = nullptr;
-  uint32_t size = 0;
+  uint8_t* data = nullptr;  // a segment's bytes; null for a batch
+  uint32_t size = 0;        // bytes used; for a batch, its approximateBytes()
   BufferPool* pool = nullptr;
+  ElementBatch* batch = nullptr;
 };
+
+// Returns the segment or batch of `buffer` to its pool.
+void recycle(const Buffer& buffer);
 
 // Where a producer hands its filled buffers: the consumer's InputGate when
 // both run in this process, a remote channel of the data plane otherwise.
@@ -34,6 +43,12 @@ class BufferSink {
   virtual ~BufferSink() = default;
   virtual void push(int channel, Buffer buffer) = 0;
 };
+
+// How many segments' worth of records a typed batch holds. A batch crosses
+// threads whole, and a consumer that drained its gate sleeps until the next
+// one comes: larger batches pay that wake-up less often (about 6 ns per
+// record at 32 KiB of int64 triples, under 2 ns at 128 KiB).
+inline constexpr size_t kBatchSegments = 4;
 
 class BufferPool {
  public:
@@ -46,6 +61,19 @@ class BufferPool {
   uint8_t* request();
   // Any thread.
   void recycle(uint8_t* segment);
+
+  // Batches: the same bound, shared with segments. `factory` makes a new
+  // (empty) batch of about `batchBytes` of records (what the process's
+  // network memory counts it as); set it before the first requestBatch().
+  void setBatchFactory(std::function<std::unique_ptr<ElementBatch>()> factory, size_t batchBytes) {
+    makeBatch_ = std::move(factory);
+    batchBytes_ = batchBytes;
+  }
+  // Blocks while every buffer is in use; an empty batch, or nullptr once
+  // cancel() was called. Any thread.
+  ElementBatch* requestBatch();
+  // Any thread.
+  void recycleBatch(ElementBatch* batch);
   // Called (outside the pool's lock) after every recycle(): a receiving
   // data-plane channel announces the freed buffer as credit. Set before use.
   void setRecycleListener(std::function<void()> listener) { onRecycle_ = std::move(listener); }
@@ -54,8 +82,10 @@ class BufferPool {
 
   size_t segmentSize() const { return segmentSize_; }
   int maxSegments() const { return maxSegments_; }
+  // Segments and batches allocated so far.
   int allocatedSegments() const;
-  // Segments handed out and not yet recycled (outPoolUsage). Any thread.
+  // Segments and batches handed out and not yet recycled (outPoolUsage).
+  // Any thread.
   int usedSegments() const;
   // Nanoseconds request() has spent waiting for a free segment so far,
   // including a wait going on now (backPressuredTimeMsPerSecond). Any thread.
@@ -71,8 +101,16 @@ class BufferPool {
   const int maxSegments_;
   mutable std::mutex mu_;
   std::condition_variable available_;
+  // Frees one idle buffer of the other kind when the pool is at its bound.
+  bool makeRoomLocked(bool forBatch);
+  void waitLocked(std::unique_lock<std::mutex>& lock);
+
   std::vector<std::unique_ptr<uint8_t[]>> owned_;
   std::vector<uint8_t*> free_;
+  std::vector<std::unique_ptr<ElementBatch>> ownedBatches_;
+  std::vector<ElementBatch*> freeBatches_;
+  std::function<std::unique_ptr<ElementBatch>()> makeBatch_;
+  size_t batchBytes_ = 0;
   bool cancelled_ = false;
   std::atomic<int64_t> waitedNanos_{0};
   std::atomic<int64_t> waitingSince_{0};  // steady-clock ns; 0: not waiting

@@ -48,7 +48,7 @@ class InputGate final : public BufferSink {
   // Returns every queued buffer to its pool (after cancel or failure).
   void releaseAll() {
     std::lock_guard lock(mu_);
-    for (auto& e : queue_) e.buffer.pool->recycle(e.buffer.data);
+    for (auto& e : queue_) recycle(e.buffer);
     queue_.clear();
   }
 

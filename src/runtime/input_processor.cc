@@ -45,6 +45,7 @@ NetworkInputProcessor::NetworkInputProcessor(StreamOperatorBase& head, InputGate
       channels_(channels),
       handler_(handler),
       decoders_(channels.size()),
+      cursors_(channels.size()),
       processors_(channels.size()),
       localIndex_(channels.size()),
       channelsPerInput_(static_cast<size_t>(head.numberOfInputs()), 0),
@@ -71,14 +72,12 @@ InputStatus NetworkInputProcessor::processInput() {
   Buffer b;
   if (!gate_.poll(c, b)) return InputStatus::kNothingAvailable;
   const auto ci = static_cast<size_t>(c);
-  if (aligner_.isBlocked(c) || decoders_[ci].hasBuffer() || !queued_[ci].empty()) {
-    add(bytesIn_, b.size);
-    queued_[ci].push_back(b);
-    return InputStatus::kMoreAvailable;
-  }
   add(bytesIn_, b.size);
-  decoders_[ci].setBuffer(b);
-  drainChannel(c);
+  // A blocked channel, or one whose earlier buffers are still being read,
+  // keeps the buffer queued behind them.
+  const bool idle = !aligner_.isBlocked(c) && !busy(ci);
+  queued_[ci].push_back(b);
+  if (idle) drainChannel(c);
   return InputStatus::kMoreAvailable;
 }
 
@@ -95,15 +94,50 @@ void NetworkInputProcessor::drainChannel(int c) {
     ~Publish() { add(cell, records); }
   } publish{recordsIn_};
   while (!aligner_.isBlocked(c)) {
+    if (cursors_[ci].buffer.batch != nullptr) {
+      publish.records += drainBatch(c);
+      continue;
+    }
     if (!decoders_[ci].hasBuffer()) {
       if (queued_[ci].empty()) return;
-      decoders_[ci].setBuffer(queued_[ci].front());
+      const Buffer next = queued_[ci].front();
       queued_[ci].pop_front();
+      if (next.batch != nullptr) {
+        cursors_[ci] = BatchCursor{next, 0, 0};
+        continue;
+      }
+      decoders_[ci].setBuffer(next);
     }
     while (!aligner_.isBlocked(c) && decoders_[ci].next(data, size)) {
       publish.records += handle(c, data, size) ? 1 : 0;
     }
   }
+}
+
+int64_t NetworkInputProcessor::drainBatch(int c) {
+  const auto ci = static_cast<size_t>(c);
+  BatchCursor& cursor = cursors_[ci];
+  const ElementBatch& batch = *cursor.buffer.batch;
+  const auto& controls = batch.controls();
+  int64_t records = 0;
+  while (!aligner_.isBlocked(c)) {
+    const size_t end =
+        cursor.control < controls.size() ? controls[cursor.control].position : batch.numRecords();
+    if (cursor.record < end) {
+      const size_t from = cursor.record;
+      cursor.record = end;
+      records += static_cast<int64_t>(end - from);
+      processors_[ci]->processBatch(batch, from, end);
+    }
+    if (cursor.control == controls.size()) {
+      recycle(cursor.buffer);
+      cursor = BatchCursor{};
+      return records;
+    }
+    const ElementBatch::Control& control = controls[cursor.control++];
+    handle(c, batch.controlBytes() + control.offset, control.size);
+  }
+  return records;
 }
 
 void NetworkInputProcessor::apply(int input, const WatermarkValve::Emit& e) {
@@ -179,10 +213,14 @@ void NetworkInputProcessor::declineCheckpointOnBarrier(int64_t id, const std::st
 
 void NetworkInputProcessor::release() {
   for (auto& q : queued_) {
-    for (Buffer& buffer : q) buffer.pool->recycle(buffer.data);
+    for (Buffer& buffer : q) recycle(buffer);
     q.clear();
   }
   for (auto& d : decoders_) d.release();
+  for (auto& cursor : cursors_) {
+    if (cursor.buffer.batch != nullptr) recycle(cursor.buffer);
+    cursor = BatchCursor{};
+  }
 }
 
 }  // namespace sluice::runtime

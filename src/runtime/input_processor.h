@@ -7,7 +7,9 @@
 // after its barrier (with drain, after the maximum watermark).
 //
 // NetworkInputProcessor: the head reads the task's input gate; each call
-// decodes one buffer (or resumes a channel that alignment had blocked).
+// takes one buffer (or resumes a channel that alignment had blocked): a
+// typed batch from a subtask of this process, whose records go to the head
+// as they are, or serialized bytes from another process, decoded here.
 // Watermarks go through one WatermarkValve per input (the minimum over its
 // active channels); barriers go through the BarrierAligner; end of
 // partition ends an input once all its channels ended.
@@ -116,8 +118,21 @@ class NetworkInputProcessor final : public InputProcessor,
                                   const checkpoint::CheckpointOptions& options) override;
   void declineCheckpointOnBarrier(int64_t id, const std::string& reason) override;
 
-  // Decodes channel c's buffers until they are used up or c is blocked.
+  // Where the reading of channel c's current batch stands.
+  struct BatchCursor {
+    Buffer buffer;       // buffer.batch is null when no batch is being read
+    size_t record = 0;   // the next record
+    size_t control = 0;  // the next control element
+  };
+
+  // Reads channel c's buffers until they are used up or c is blocked.
   void drainChannel(int c);
+  // Reads the rest of channel c's current batch, or up to where c blocks;
+  // returns the records it handed to the head.
+  int64_t drainBatch(int c);
+  bool busy(size_t c) const {
+    return decoders_[c].hasBuffer() || cursors_[c].buffer.batch != nullptr || !queued_[c].empty();
+  }
   // Hands one element to the chain; true if it was a record.
   bool handle(int c, const uint8_t* data, size_t size);
   void apply(int input, const WatermarkValve::Emit& emit);
@@ -128,6 +143,7 @@ class NetworkInputProcessor final : public InputProcessor,
   const std::vector<InputChannelInfo>& channels_;
   CheckpointHandler& handler_;
   std::vector<ElementDecoder> decoders_;
+  std::vector<BatchCursor> cursors_;
   std::vector<std::unique_ptr<RecordProcessorBase>> processors_;
   std::vector<int> localIndex_;  // channel -> index among its input's channels
   std::vector<int> channelsPerInput_;

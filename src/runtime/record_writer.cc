@@ -9,7 +9,43 @@ RecordWriter::RecordWriter(std::vector<Target> targets, BufferPool& pool, bool f
     : targets_(std::move(targets)),
       current_(targets_.size()),
       pool_(pool),
-      flushEveryRecord_(flushEveryRecord) {}
+      flushEveryRecord_(flushEveryRecord) {
+  std::vector<uint8_t> local(targets_.size());
+  for (size_t c = 0; c < targets_.size(); ++c) local[c] = targets_[c].local ? 1 : 0;
+  setLocalChannels(std::move(local), flushEveryRecord);
+}
+
+ElementBatch& RecordWriter::acquireBatch(int channel) {
+  ElementBatch* b = pool_.requestBatch();
+  if (b == nullptr) throw TaskCancelledException();
+  batches_[static_cast<size_t>(channel)] = b;
+  ++pending_;
+  return *b;
+}
+
+void RecordWriter::handOverBatch(int channel) {
+  ElementBatch*& b = batches_[static_cast<size_t>(channel)];
+  const auto bytes = static_cast<uint32_t>(b->approximateBytes());
+  bytesWritten_.store(bytesWritten_.load(std::memory_order_relaxed) + bytes,
+                      std::memory_order_relaxed);
+  targets_[channel].sink->push(targets_[channel].gateChannel, Buffer{nullptr, bytes, &pool_, b});
+  b = nullptr;
+  --pending_;
+}
+
+void RecordWriter::emitElement(int channel, const uint8_t* data, size_t size) {
+  if (isLocal(channel)) {
+    localBatch(channel).addControl(data, size);
+    if (flushEveryRecord_ || batches_[static_cast<size_t>(channel)]->full()) handOverBatch(channel);
+    return;
+  }
+  writeFramed(channel, data, size);
+  if (flushEveryRecord_) flush(channel);
+}
+
+void RecordWriter::broadcastElement(const uint8_t* data, size_t size) {
+  for (int ch = 0; ch < numberOfChannels(); ++ch) emitElement(ch, data, size);
+}
 
 void RecordWriter::append(int channel, const uint8_t* data, size_t size) {
   Current& c = current_[channel];
@@ -31,6 +67,10 @@ void RecordWriter::append(int channel, const uint8_t* data, size_t size) {
 }
 
 void RecordWriter::flush(int channel) {
+  if (isLocal(channel)) {
+    if (batches_[static_cast<size_t>(channel)] != nullptr) handOverBatch(channel);
+    return;
+  }
   Current& c = current_[channel];
   if (c.segment == nullptr) return;
   bytesWritten_.store(bytesWritten_.load(std::memory_order_relaxed) + c.used,
@@ -63,28 +103,35 @@ void RecordWriter::emit(int channel, const uint8_t* data, size_t size) {
 }
 
 void RecordWriter::broadcastEmit(const uint8_t* data, size_t size) {
-  for (int ch = 0; ch < numberOfChannels(); ++ch) {
-    writeFramed(ch, data, size);
-    if (flushEveryRecord_) flush(ch);
-  }
+  for (int ch = 0; ch < numberOfChannels(); ++ch) emit(ch, data, size);
 }
 
 void RecordWriter::broadcastWatermark(Watermark watermark) {
   uint8_t buf[9];
   buf[0] = static_cast<uint8_t>(ElementTag::kWatermark);
   std::memcpy(buf + 1, &watermark.timestamp, 8);
-  broadcastEmit(buf, sizeof buf);
+  broadcastElement(buf, sizeof buf);
 }
 
 void RecordWriter::broadcastWatermarkStatus(WatermarkStatus status) {
   uint8_t buf[2] = {static_cast<uint8_t>(ElementTag::kWatermarkStatus),
                     static_cast<uint8_t>(status)};
-  broadcastEmit(buf, sizeof buf);
+  broadcastElement(buf, sizeof buf);
+}
+
+void RecordWriter::broadcastBarrier(const uint8_t* encoded, size_t size) {
+  broadcastElement(encoded, size);
 }
 
 void RecordWriter::broadcastEndOfPartition() {
   uint8_t buf[1] = {static_cast<uint8_t>(ElementTag::kEndOfPartition)};
-  for (int ch = 0; ch < numberOfChannels(); ++ch) writeFramed(ch, buf, 1);
+  for (int ch = 0; ch < numberOfChannels(); ++ch) {
+    if (isLocal(ch)) {
+      localBatch(ch).addControl(buf, 1);
+    } else {
+      writeFramed(ch, buf, 1);
+    }
+  }
   flushAll();
 }
 
@@ -97,6 +144,10 @@ void RecordWriter::releaseAll() {
   for (auto& c : current_) {
     if (c.segment != nullptr) pool_.recycle(c.segment);
     c.segment = nullptr;
+  }
+  for (auto& b : batches_) {
+    if (b != nullptr) pool_.recycleBatch(b);
+    b = nullptr;
   }
   pending_ = 0;
 }
@@ -122,7 +173,7 @@ bool ElementDecoder::next(const uint8_t*& data, size_t& size) {
     }
     size_t avail = buffer_.size - position_;
     if (avail == 0) {
-      buffer_.pool->recycle(buffer_.data);
+      recycle(buffer_);
       buffer_ = Buffer{};
       return false;
     }
@@ -160,7 +211,7 @@ bool ElementDecoder::next(const uint8_t*& data, size_t& size) {
 }
 
 void ElementDecoder::release() {
-  if (buffer_.data != nullptr) buffer_.pool->recycle(buffer_.data);
+  if (buffer_.data != nullptr) recycle(buffer_);
   buffer_ = Buffer{};
   partial_.clear();
 }

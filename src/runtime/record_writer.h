@@ -1,9 +1,15 @@
 // RecordWriter: the producer end of one job edge for one subtask.
 //
-// Each serialized element is framed as [u32 length][bytes] and copied into the
-// channel's current segment; an element larger than what is left spans
-// segments. A segment is handed to the consumer's gate when full, on flush
-// (buffer timeout), or right away when the buffer timeout is 0.
+// A local channel (its consumer in this process) fills typed element
+// batches (sluice/graph/element_batch.h): records are added by the typed
+// NetworkOutput, control elements here, in their wire encoding.
+//
+// On a remote channel each serialized element is framed as [u32 length]
+// [bytes] and copied into the channel's current segment; an element larger
+// than what is left spans segments.
+//
+// Either is handed to the consumer's gate (or the data plane) when full, on
+// flush (buffer timeout), or right away when the buffer timeout is 0.
 #pragma once
 
 #include <atomic>
@@ -25,8 +31,11 @@ class RecordWriter final : public RecordWriterBase {
   struct Target {
     BufferSink* sink;
     int gateChannel;
+    // The sink is an InputGate of this process: typed batches, no bytes.
+    bool local = false;
   };
 
+  // With local targets the pool must have a batch factory.
   RecordWriter(std::vector<Target> targets, BufferPool& pool, bool flushEveryRecord);
 
   int numberOfChannels() const override { return static_cast<int>(targets_.size()); }
@@ -35,6 +44,8 @@ class RecordWriter final : public RecordWriterBase {
   void broadcastWatermark(Watermark watermark) override;
   void broadcastWatermarkStatus(WatermarkStatus status) override;
   void broadcastEndOfPartition();
+  // A checkpoint barrier in its wire encoding, to every channel.
+  void broadcastBarrier(const uint8_t* encoded, size_t size);
 
   // Hands every partly filled segment to its consumer.
   void flushAll();
@@ -49,6 +60,11 @@ class RecordWriter final : public RecordWriterBase {
     uint8_t* segment = nullptr;
     uint32_t used = 0;
   };
+  ElementBatch& acquireBatch(int channel) override;
+  void handOverBatch(int channel) override;
+  // A control element (or, on a remote channel, any element) to `channel`.
+  void emitElement(int channel, const uint8_t* data, size_t size);
+  void broadcastElement(const uint8_t* data, size_t size);
   void append(int channel, const uint8_t* data, size_t size);
   void flush(int channel);
   void writeFramed(int channel, const uint8_t* data, size_t size);
@@ -57,7 +73,7 @@ class RecordWriter final : public RecordWriterBase {
   std::vector<Current> current_;
   BufferPool& pool_;
   const bool flushEveryRecord_;
-  int pending_ = 0;                       // channels with a non-empty current segment
+  int pending_ = 0;                       // channels with a non-empty current segment or batch
   std::atomic<int64_t> bytesWritten_{0};  // counted per buffer, on the task thread
 };
 

@@ -37,6 +37,12 @@ void Task::addWriter(int jobEdge, std::vector<RecordWriter::Target> targets, siz
                      int buffersPerChannel, int floatingBuffers) {
   int segments = static_cast<int>(targets.size()) * buffersPerChannel + floatingBuffers;
   pools_.push_back(std::make_unique<BufferPool>(segmentSize, segments));
+  // Local channels carry typed batches of the edge's record type, each
+  // kBatchSegments segments' worth of records.
+  const TypeOps* type = graph_.edge(jobGraph_.edges.at(jobEdge).streamEdge).type.get();
+  const size_t batchBytes = kBatchSegments * segmentSize;
+  pools_.back()->setBatchFactory([type, batchBytes] { return type->createBatch(batchBytes); },
+                                 batchBytes);
   writers_[jobGraph_.edges.at(jobEdge).streamEdge] = std::make_unique<RecordWriter>(
       std::move(targets), *pools_.back(), jobGraph_.bufferTimeoutMs == 0);
 }
@@ -130,7 +136,7 @@ void Task::performCheckpoint(const CheckpointBarrier& barrier,
   checkpointer_->checkpointState(barrier, options, chain_->operators(), [&] {
     const std::vector<uint8_t> bytes = checkpoint::encodeBarrier(barrier, options);
     for (auto& [id, w] : writers_) {
-      w->broadcastEmit(bytes.data(), bytes.size());
+      w->broadcastBarrier(bytes.data(), bytes.size());
       w->flushAll();
     }
   });

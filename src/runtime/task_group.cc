@@ -111,7 +111,7 @@ void TaskGroup::wire(const StreamGraph& sg, const JobGraph& jg, const MiniCluste
           if (chans[k].producerSubtask != s) continue;
           Task* consumer = task(edge.target, chans[k].consumerSubtask);
           if (consumer != nullptr) {
-            targets.push_back({&consumer->gate(), gateChannel[je][k]});
+            targets.push_back({&consumer->gate(), gateChannel[je][k], /*local=*/true});
           } else {
             if (spec.remote == nullptr) {
               throw SluiceException("a remote output without a data plane");

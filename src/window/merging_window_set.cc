@@ -18,7 +18,7 @@ void MergingWindowSet::init(KeyedStateBackend& backend) {
 }
 
 void MergingWindowSet::load() {
-  entries_ = state_->get();
+  state_->getInto(entries_);
   if (!std::is_sorted(entries_.begin(), entries_.end(), byWindow)) {
     std::sort(entries_.begin(), entries_.end(), byWindow);
   }

@@ -1,7 +1,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
-#include <set>
+#include <deque>
 #include <utility>
 #include <vector>
 
@@ -28,30 +28,6 @@ inline bool bytesEqual(const uint8_t* a, const uint8_t* b, size_t n) {
   return true;
 }
 
-// Lexicographic order of the bytes, as vector's operator< has it, but eight
-// bytes at a time: timers of one window end all share a timestamp, so
-// inserting one compares bytes at every level of the tree.
-inline bool bytesLess(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
-  const size_t n = std::min(a.size(), b.size());
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    uint64_t x, y;
-    std::memcpy(&x, a.data() + i, 8);
-    std::memcpy(&y, b.data() + i, 8);
-    if (x != y) {
-      if constexpr (std::endian::native == std::endian::little) {
-        x = __builtin_bswap64(x);
-        y = __builtin_bswap64(y);
-      }
-      return x < y;  // big-endian words order as their bytes do
-    }
-  }
-  for (; i < n; ++i) {
-    if (a[i] != b[i]) return a[i] < b[i];
-  }
-  return a.size() < b.size();
-}
-
 uint64_t hashOf(int64_t ts, const uint8_t* p, size_t n) {
   uint64_t h = (0x9E3779B97F4A7C15ULL ^ static_cast<uint64_t>(ts)) * 0xbf58476d1ce4e5b9ULL;
   while (n >= 8) {
@@ -70,35 +46,104 @@ uint64_t hashOf(int64_t ts, const uint8_t* p, size_t n) {
   return h ^ (h >> 29);
 }
 
-struct Entry {
+// A timer's key | namespace bytes: inline when short (the usual int64 or
+// small-tuple key with a window), on the heap otherwise, so that adding a
+// timer allocates nothing in the common case.
+class TimerBytes {
+ public:
+  static constexpr size_t kInline = 32;
+  TimerBytes() = default;
+  TimerBytes(const TimerBytes&) = delete;
+  TimerBytes& operator=(const TimerBytes&) = delete;
+  ~TimerBytes() { release(); }
+  void assign(const uint8_t* p, size_t n) {
+    release();
+    size_ = static_cast<uint32_t>(n);
+    if (n > kInline) {
+      heap_ = new uint8_t[n];
+      std::memcpy(heap_, p, n);
+    } else if (n != 0) {
+      std::memcpy(inline_, p, n);
+    }
+  }
+  void release() {
+    if (size_ > kInline) delete[] heap_;
+    size_ = 0;
+  }
+  const uint8_t* data() const { return size_ > kInline ? heap_ : inline_; }
+  size_t size() const { return size_; }
+  std::string_view view() const {
+    return std::string_view(reinterpret_cast<const char*>(data()), size_);
+  }
+
+ private:
+  uint32_t size_ = 0;
+  union {
+    uint8_t inline_[kInline];
+    uint8_t* heap_;
+  };
+};
+
+// One stored timer. Lives in a Domain's slab at a stable address from add
+// until it leaves the domain's heap.
+struct Timer {
   int64_t timestamp = 0;
   // The first 16 bytes of `bytes` as two big-endian words (zero-padded):
   // they order as the bytes do, and ties of timestamp (every timer of one
   // window end) are mostly decided on them without reading `bytes`.
   uint64_t prefix[2] = {0, 0};
-  std::vector<uint8_t> bytes;  // key | namespace: identity and tie-break
-  int32_t keyGroup = 0;
   uint64_t hash = 0;
-  void setBytes(std::vector<uint8_t> b) {
-    bytes = std::move(b);
+  int32_t keyGroup = 0;
+  bool live = false;  // false once removed, until it leaves the heap
+  TimerBytes bytes;   // key | namespace: identity and tie-break
+
+  void set(int64_t ts, const uint8_t* data, size_t n, uint64_t h, int32_t group) {
+    timestamp = ts;
+    hash = h;
+    keyGroup = group;
+    bytes.assign(data, n);
     uint8_t padded[16] = {};
-    if (!bytes.empty()) std::memcpy(padded, bytes.data(), std::min(bytes.size(), sizeof padded));
+    if (n != 0) std::memcpy(padded, data, std::min(n, sizeof padded));
     for (int w = 0; w < 2; ++w) {
       uint64_t v = 0;
       for (int i = 0; i < 8; ++i) v = (v << 8) | padded[w * 8 + i];
       prefix[w] = v;
     }
   }
-  bool operator<(const Entry& o) const {
-    if (timestamp != o.timestamp) return timestamp < o.timestamp;
-    if (prefix[0] != o.prefix[0]) return prefix[0] < o.prefix[0];
-    if (prefix[1] != o.prefix[1]) return prefix[1] < o.prefix[1];
-    return bytesLess(bytes, o.bytes);
-  }
 };
 
-using Queue = std::set<Entry>;
-using Ref = Queue::const_iterator;
+// Lexicographic order of the bytes, eight bytes at a time, after the
+// prefixes were equal.
+inline bool bytesLess(const TimerBytes& a, const TimerBytes& b) {
+  const size_t n = std::min(a.size(), b.size());
+  const uint8_t* x = a.data();
+  const uint8_t* y = b.data();
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t u, v;
+    std::memcpy(&u, x + i, 8);
+    std::memcpy(&v, y + i, 8);
+    if (u != v) {
+      if constexpr (std::endian::native == std::endian::little) {
+        u = __builtin_bswap64(u);
+        v = __builtin_bswap64(v);
+      }
+      return u < v;  // big-endian words order as their bytes do
+    }
+  }
+  for (; i < n; ++i) {
+    if (x[i] != y[i]) return x[i] < y[i];
+  }
+  return a.size() < b.size();
+}
+
+// Firing order: (timestamp, bytes).
+inline bool firesBefore(const Timer& a, const Timer& b) {
+  if (a.timestamp != b.timestamp) return a.timestamp < b.timestamp;
+  if (a.prefix[0] != b.prefix[0]) return a.prefix[0] < b.prefix[0];
+  if (a.prefix[1] != b.prefix[1]) return a.prefix[1] < b.prefix[1];
+  return bytesLess(a.bytes, b.bytes);
+}
 
 // A timer being looked up, not yet (or never) stored.
 struct Probe {
@@ -117,14 +162,14 @@ struct IndexKey {
   int64_t timestamp = 0;
   uint32_t size = 0;
   uint8_t bytes[kInlineBytes] = {};
-  const Entry* entry = nullptr;  // set once the entry is stored
+  const Timer* timer = nullptr;  // set once the timer is stored
 
   IndexKey() = default;
   explicit IndexKey(const Probe& p) : hash(p.hash), timestamp(p.timestamp) {
     size = static_cast<uint32_t>(p.size);
     if (p.size <= kInlineBytes && p.size != 0) std::memcpy(bytes, p.data, p.size);
   }
-  const uint8_t* data() const { return size <= kInlineBytes ? bytes : entry->bytes.data(); }
+  const uint8_t* data() const { return size <= kInlineBytes ? bytes : timer->bytes.data(); }
   friend bool operator==(const IndexKey& k, const Probe& p) {
     return k.hash == p.hash && k.timestamp == p.timestamp && k.size == p.size &&
            bytesEqual(k.data(), p.data, p.size);
@@ -140,30 +185,117 @@ struct IndexHash {
   uint64_t operator()(const Probe& p) const { return p.hash; }
 };
 
+Probe probeOf(const Timer& t) { return Probe{t.timestamp, t.bytes.data(), t.bytes.size(), t.hash}; }
+
 }  // namespace
 
+// The timers of one domain: a binary min-heap in firing order over timers
+// kept in a slab (stable addresses, reused slots), and the de-duplication
+// index from (timestamp, bytes) to the timer. A removed timer leaves the
+// index at once and the heap lazily: it is marked dead and dropped when it
+// comes to the top, or when dead timers outnumber live ones (a job that keeps
+// moving a far timer forward). Adding and firing are O(log n), removing
+// O(1), all without allocating once the slab and heap have grown.
 struct TimerQueue::Domain {
-  Queue queue;
-  FlatHashMap<IndexKey, Ref, IndexHash> index;
+  std::deque<Timer> slab;
+  std::vector<Timer*> freeTimers;
+  std::vector<Timer*> heap;  // live and dead timers
+  size_t live = 0;
+  FlatHashMap<IndexKey, Timer*, IndexHash> index;
   // The last timer add() saw exist or inserted; cleared by every removal.
   bool memoValid = false;
   int64_t memoTime = 0;
   std::vector<uint8_t> memo;
 
-  void insert(Entry e) {
-    auto [it, inserted] = queue.insert(std::move(e));
-    if (!inserted) return;
-    const Probe probe{it->timestamp, it->bytes.data(), it->bytes.size(), it->hash};
-    auto [slot, added] = index.tryEmplace(probe);
-    slot->key.entry = &*it;
-    slot->value = it;
-    (void)added;
+  size_t size() const { return live; }
+  bool empty() const { return live == 0; }
+  // The first live timer; the domain must not be empty.
+  const Timer& top() {
+    dropDeadTop();
+    return *heap.front();
   }
-  Entry pop() {
+
+  // Stores a timer unless an equal one exists; returns whether it did.
+  bool insert(int64_t ts, const uint8_t* data, size_t n, uint64_t h, int32_t keyGroup) {
+    const Probe probe{ts, data, n, h};
+    auto [slot, added] = index.tryEmplace(probe);
+    if (!added) return false;
+    Timer* t;
+    if (freeTimers.empty()) {
+      t = &slab.emplace_back();
+    } else {
+      t = freeTimers.back();
+      freeTimers.pop_back();
+    }
+    t->set(ts, data, n, h, keyGroup);
+    t->live = true;
+    slot->key.timer = t;
+    slot->value = t;
+    heap.push_back(t);
+    std::push_heap(heap.begin(), heap.end(), later);
+    ++live;
+    return true;
+  }
+  // Removes the timer `probe` names, if stored.
+  void remove(const Probe& probe) {
+    auto* found = index.find(probe);
+    if (found == nullptr) return;
+    Timer* t = found->value;
+    index.erase(probe);
+    t->live = false;
+    --live;
+    if (heap.size() > 64 && heap.size() > 2 * live) compact();
+  }
+  // Takes the first live timer out of the heap and the index; the caller
+  // gives it back with release() once done with it.
+  Timer* popFirst() {
     memoValid = false;
-    Ref first = queue.begin();
-    index.erase(Probe{first->timestamp, first->bytes.data(), first->bytes.size(), first->hash});
-    return std::move(queue.extract(first).value());
+    dropDeadTop();
+    Timer* t = heap.front();
+    std::pop_heap(heap.begin(), heap.end(), later);
+    heap.pop_back();
+    index.erase(probeOf(*t));
+    --live;
+    return t;
+  }
+  void release(Timer* t) {
+    t->bytes.release();
+    freeTimers.push_back(t);
+  }
+  // Every live timer, in firing order.
+  std::vector<const Timer*> sorted() const {
+    std::vector<const Timer*> all;
+    all.reserve(live);
+    for (const Timer* t : heap) {
+      if (t->live) all.push_back(t);
+    }
+    std::sort(all.begin(), all.end(),
+              [](const Timer* a, const Timer* b) { return firesBefore(*a, *b); });
+    return all;
+  }
+
+ private:
+  // The heap's order, for the std heap functions (a max-heap of "fires later").
+  static bool later(const Timer* a, const Timer* b) { return firesBefore(*b, *a); }
+  void dropDeadTop() {
+    while (!heap.front()->live) {
+      Timer* dead = heap.front();
+      std::pop_heap(heap.begin(), heap.end(), later);
+      heap.pop_back();
+      release(dead);
+    }
+  }
+  void compact() {
+    size_t kept = 0;
+    for (Timer* t : heap) {
+      if (t->live) {
+        heap[kept++] = t;
+      } else {
+        release(t);
+      }
+    }
+    heap.resize(kept);
+    std::make_heap(heap.begin(), heap.end(), later);
   }
 };
 
@@ -198,14 +330,8 @@ bool TimerQueue::add(TimeDomain which, int64_t timestamp, std::string_view bytes
   d.memoTime = timestamp;
   d.memo.assign(data, data + bytes.size());
   const uint64_t h = hashOf(timestamp, data, bytes.size());
-  const Probe probe{timestamp, data, bytes.size(), h};
-  if (d.index.find(probe) != nullptr) return false;
-  Entry e;
-  e.timestamp = timestamp;
-  e.setBytes(std::vector<uint8_t>(data, data + bytes.size()));
-  e.keyGroup = keyGroup(keyGroupContext);
-  e.hash = h;
-  d.insert(std::move(e));
+  if (d.index.find(Probe{timestamp, data, bytes.size(), h}) != nullptr) return false;
+  d.insert(timestamp, data, bytes.size(), h, keyGroup(keyGroupContext));
   if (which == TimeDomain::PROCESSING_TIME) scheduleProcessing();
   return true;
 }
@@ -214,54 +340,52 @@ void TimerQueue::remove(TimeDomain which, int64_t timestamp, std::string_view by
   Domain& d = domain(which);
   d.memoValid = false;
   const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
-  const Probe probe{timestamp, data, bytes.size(), hashOf(timestamp, data, bytes.size())};
-  auto* found = d.index.find(probe);
-  if (found == nullptr) return;
-  Ref r = found->value;
-  d.index.erase(probe);
-  d.queue.erase(r);
+  d.remove(Probe{timestamp, data, bytes.size(), hashOf(timestamp, data, bytes.size())});
 }
 
 void TimerQueue::advanceWatermark(int64_t watermark) {
   watermark_ = watermark;
   Domain& d = *event_;
-  while (!d.queue.empty() && d.queue.begin()->timestamp <= watermark) {
-    Entry e = d.pop();
-    onEventTime_(e.timestamp,
-                 std::string_view(reinterpret_cast<const char*>(e.bytes.data()), e.bytes.size()));
+  while (!d.empty() && d.top().timestamp <= watermark) {
+    Timer* t = d.popFirst();
+    // Given back even when the callback throws (the task fails then).
+    struct Release {
+      Domain& d;
+      Timer* t;
+      ~Release() { d.release(t); }
+    } release{d, t};
+    onEventTime_(t->timestamp, t->bytes.view());
   }
 }
 
-size_t TimerQueue::size(TimeDomain which) const { return domain(which).queue.size(); }
+size_t TimerQueue::size(TimeDomain which) const { return domain(which).size(); }
 
 void TimerQueue::forEach(
     TimeDomain which,
     const std::function<void(int64_t timestamp, std::string_view bytes)>& fn) const {
-  for (const Entry& e : domain(which).queue) {
-    fn(e.timestamp,
-       std::string_view(reinterpret_cast<const char*>(e.bytes.data()), e.bytes.size()));
-  }
+  for (const Timer* t : domain(which).sorted()) fn(t->timestamp, t->bytes.view());
 }
 
 std::string TimerQueue::snapshot() const {
   std::vector<uint8_t> bytes;
   DataOutputView out(bytes);
-  out.writeU32(static_cast<uint32_t>(event_->queue.size() + processing_->queue.size()));
-  auto write = [&](const Entry& e, TimeDomain d) {
+  out.writeU32(static_cast<uint32_t>(event_->size() + processing_->size()));
+  auto write = [&](const Timer& t, TimeDomain d) {
     out.writeU8(static_cast<uint8_t>(d));
-    out.writeI32(e.keyGroup);
-    out.writeI64(e.timestamp);
-    out.writeU32(static_cast<uint32_t>(e.bytes.size()));
-    out.writeBytes(e.bytes.data(), e.bytes.size());
+    out.writeI32(t.keyGroup);
+    out.writeI64(t.timestamp);
+    out.writeU32(static_cast<uint32_t>(t.bytes.size()));
+    out.writeBytes(t.bytes.data(), t.bytes.size());
   };
-  for (const Entry& e : event_->queue) write(e, TimeDomain::EVENT_TIME);
-  for (const Entry& e : processing_->queue) write(e, TimeDomain::PROCESSING_TIME);
+  for (const Timer* t : event_->sorted()) write(*t, TimeDomain::EVENT_TIME);
+  for (const Timer* t : processing_->sorted()) write(*t, TimeDomain::PROCESSING_TIME);
   return std::string(bytes.begin(), bytes.end());
 }
 
 void TimerQueue::restore(std::string_view snapshot, KeyGroupRange range) {
   DataInputView in(reinterpret_cast<const uint8_t*>(snapshot.data()), snapshot.size());
   const uint32_t count = in.readU32();
+  std::vector<uint8_t> bytes;
   for (uint32_t i = 0; i < count; ++i) {
     const size_t at = in.position();
     const uint8_t domainTag = in.readU8();
@@ -273,23 +397,19 @@ void TimerQueue::restore(std::string_view snapshot, KeyGroupRange range) {
       in.failAt(at, "timer of " + std::to_string(n) + " bytes exceeds the " +
                         std::to_string(in.remaining()) + " bytes that remain");
     }
-    std::vector<uint8_t> bytes(n);
+    bytes.resize(n);
     in.readBytes(bytes.data(), n);
     if (!range.contains(keyGroup)) continue;
-    Entry e;
-    e.timestamp = ts;
-    e.keyGroup = keyGroup;
-    e.hash = hashOf(ts, bytes.data(), bytes.size());
-    e.setBytes(std::move(bytes));
-    domain(static_cast<TimeDomain>(domainTag)).insert(std::move(e));
+    domain(static_cast<TimeDomain>(domainTag))
+        .insert(ts, bytes.data(), n, hashOf(ts, bytes.data(), n), keyGroup);
   }
-  if (!processing_->queue.empty()) scheduleProcessing();
+  if (!processing_->empty()) scheduleProcessing();
 }
 
 // Keeps one task timer armed for the earliest processing-time timer.
 void TimerQueue::scheduleProcessing() {
-  if (processing_->queue.empty()) return;
-  const int64_t first = processing_->queue.begin()->timestamp;
+  if (processing_->empty()) return;
+  const int64_t first = processing_->top().timestamp;
   if (first >= scheduledAt_) return;
   scheduledAt_ = first;
   context_->registerProcessingTimer(first, [this](int64_t at) { onProcessingTimer(at); });
@@ -299,10 +419,14 @@ void TimerQueue::onProcessingTimer(int64_t at) {
   if (at == scheduledAt_) scheduledAt_ = kMaxTimestamp;
   const int64_t now = context_->clock().currentTimeMillis();
   Domain& d = *processing_;
-  while (!d.queue.empty() && d.queue.begin()->timestamp <= now) {
-    Entry e = d.pop();
-    onProcessingTime_(e.timestamp, std::string_view(reinterpret_cast<const char*>(e.bytes.data()),
-                                                    e.bytes.size()));
+  while (!d.empty() && d.top().timestamp <= now) {
+    Timer* t = d.popFirst();
+    struct Release {
+      Domain& d;
+      Timer* t;
+      ~Release() { d.release(t); }
+    } release{d, t};
+    onProcessingTime_(t->timestamp, t->bytes.view());
   }
   scheduleProcessing();
 }

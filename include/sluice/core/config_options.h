@@ -62,6 +62,13 @@ inline constexpr ConfigOption<bool> kPipelineObjectReuse{
     "Let chained operators pass records without copying. Only safe when user functions neither "
     "keep nor modify the records they receive."};
 
+inline constexpr ConfigOption<bool> kPipelineWindowSlicing{
+    "pipeline.window.slicing", true,
+    "Whether aligned event-time windows with an incremental aggregation use the sliced window "
+    "operator: tumbling, sliding and cumulating event-time windows with reduce, aggregate or a "
+    "field aggregation (with or without a window function), the default trigger, no evictor and "
+    "the hashmap state backend. A Sluice option; Flink's DataStream windows are never sliced."};
+
 // ---- checkpoints and state ----
 
 inline constexpr ConfigOption<std::chrono::milliseconds> kExecutionCheckpointingInterval{
@@ -453,6 +460,7 @@ inline constexpr std::tuple kAllOptions{
     &kExecutionBufferTimeout,
     &kPipelineAutoWatermarkInterval,
     &kPipelineObjectReuse,
+    &kPipelineWindowSlicing,
     &kExecutionCheckpointingInterval,
     &kStateBackendType,
     &kStateBackendRocksDbLocalDir,

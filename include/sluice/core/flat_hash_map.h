@@ -13,12 +13,36 @@
 // K and V must be default-constructible and movable; K needs operator==.
 #pragma once
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
+#include <sluice/core/key_hash.h>
+
 namespace sluice {
+
+// The hash of an in-memory table keyed by K (not Flink's key-group hash):
+// std::hash where the type has one, javaHashCode otherwise.
+template <class K>
+struct TableKeyHash {
+  uint64_t operator()(const K& key) const {
+    if constexpr (requires { std::hash<K>{}(key); }) {
+      return std::hash<K>{}(key);
+    } else {
+      return static_cast<uint32_t>(javaHashCode(key));
+    }
+  }
+};
+
+// Key types a FlatHashMap with TableKeyHash can hold.
+template <class K>
+concept TableKey = std::default_initializable<K> && std::equality_comparable<K> &&
+    std::copy_constructible<K> && requires(const K& k) {
+  javaHashCode(k);
+};
 
 template <class K, class V, class Hash>
 class FlatHashMap {

@@ -40,6 +40,7 @@
 #include <sluice/core/runtime_context.h>
 #include <sluice/core/serializer.h>
 #include <sluice/core/stream_element.h>
+#include <sluice/graph/element_batch.h>
 
 namespace sluice {
 
@@ -379,24 +380,71 @@ class SourceCoordinatorBase {
   virtual void close() {}
 };
 
-// Consumer side of a network edge: bytes of one record -> Input<T>.
+// Consumer side of a network edge: records of one channel -> Input<T>.
 class RecordProcessorBase {
  public:
   virtual ~RecordProcessorBase() = default;
+  // One record off a serialized channel: its value's bytes.
   virtual void processRecord(DataInputView& in, bool hasTimestamp, int64_t timestamp) = 0;
+  // Records [from, to) of an in-process batch (a TypedElementBatch of the
+  // edge's record type), in order.
+  virtual void processBatch(const ElementBatch& batch, size_t from, size_t to) = 0;
 };
 
 // Producer side of a network edge (one per outgoing edge of a subtask);
-// runtime-implemented. Task thread. `serializedRecord` is one record as
-// framed by writeRecordHeader() followed by the value's bytes.
+// runtime-implemented. Task thread.
+//
+// A channel is local (its consumer runs in this process: records go into
+// typed batches, see element_batch.h) or remote (records are serialized:
+// `serializedRecord` is one record as framed by writeRecordHeader() followed
+// by the value's bytes). Watermarks and status go to every channel in the
+// form it takes.
 class RecordWriterBase {
  public:
   virtual ~RecordWriterBase() = default;
   virtual int numberOfChannels() const = 0;
+  // Remote channels only.
   virtual void emit(int channel, const uint8_t* serializedRecord, size_t size) = 0;
+  // Every channel, all of them remote.
   virtual void broadcastEmit(const uint8_t* serializedRecord, size_t size) = 0;
   virtual void broadcastWatermark(Watermark watermark) = 0;
   virtual void broadcastWatermarkStatus(WatermarkStatus status) = 0;
+
+  bool isLocal(int channel) const { return local_[static_cast<size_t>(channel)] != 0; }
+  bool allLocal() const { return allLocal_; }
+  // The batch local `channel` is filling (a TypedElementBatch of the edge's
+  // record type; a new one from the pool when there is none, which may block:
+  // backpressure). After adding a record, call recordAdded(channel).
+  ElementBatch& localBatch(int channel) {
+    ElementBatch* b = batches_[static_cast<size_t>(channel)];
+    return b != nullptr ? *b : acquireBatch(channel);
+  }
+  void recordAdded(int channel) {
+    if (handOverEveryRecord_ || batches_[static_cast<size_t>(channel)]->full()) {
+      handOverBatch(channel);
+    }
+  }
+
+ protected:
+  // Which channels are local; sets up the batch slots.
+  void setLocalChannels(std::vector<uint8_t> local, bool handOverEveryRecord) {
+    local_ = std::move(local);
+    batches_.assign(local_.size(), nullptr);
+    handOverEveryRecord_ = handOverEveryRecord;
+    allLocal_ = true;
+    for (uint8_t l : local_) allLocal_ = allLocal_ && l != 0;
+  }
+  // Sets batches_[channel] to a fresh batch and returns it.
+  virtual ElementBatch& acquireBatch(int channel) = 0;
+  // Hands batches_[channel] to the consumer and clears the slot.
+  virtual void handOverBatch(int channel) = 0;
+
+  std::vector<ElementBatch*> batches_;  // per channel: the batch being filled, or null
+
+ private:
+  std::vector<uint8_t> local_;
+  bool allLocal_ = false;
+  bool handOverEveryRecord_ = false;
 };
 
 // Element tags on the wire. A serialized element is [tag][fields][value].
@@ -443,6 +491,9 @@ class TypeOps {
                                                           int inputIndex) const = 0;
   virtual std::unique_ptr<RecordProcessorBase> createRecordProcessor(StreamOperatorBase& target,
                                                                      int inputIndex) const = 0;
+  // An empty batch of T for an in-process channel, holding about `bytes`
+  // of records.
+  virtual std::unique_ptr<ElementBatch> createBatch(size_t bytes) const = 0;
   // One Output<T> that forwards to all `outputs` (each an Output<T>); with
   // none it discards.
   virtual std::unique_ptr<OutputBase> createFanOut(

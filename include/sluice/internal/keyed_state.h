@@ -87,6 +87,11 @@ class ListStateImpl final : public InternalListState<N, E> {
     const E* first = static_cast<const E*>(span.data);
     return std::vector<E>(first, first + span.size);
   }
+  void getInto(std::vector<E>& out) override {
+    const ElementSpan span = storage_->get();
+    const E* first = static_cast<const E*>(span.data);
+    out.assign(first, first + span.size);
+  }
   void add(const E& value) override { storage_->add(&value); }
   void addAll(const std::vector<E>& values) override {
     if (values.empty()) return;

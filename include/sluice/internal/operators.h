@@ -5,8 +5,10 @@
 // contracts from <sluice/graph/operator.h>:
 //   - ChainedOutput<T>   calls the next chained operator's processElement;
 //   - FanOutOutput<T>    copies to several outputs;
-//   - NetworkOutput<T,P> serializes into a RecordWriterBase, P picks channels;
-//   - RecordProcessor<T> deserializes records from the network;
+//   - NetworkOutput<T>   picks a record's channel and hands it to a
+//                        RecordWriterBase: typed into an in-process batch, or
+//                        serialized for another process;
+//   - RecordProcessor<T> feeds records from batches or bytes to an operator;
 // and the operators: map, flatMap, filter, process, keyed reduce and
 // aggregations, keyed process, the two-input co-operators and the sink
 // operator. Each operator holds its own copy of the user function and is
@@ -20,11 +22,13 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include <sluice/checkpointed_function.h>
+#include <sluice/core/flat_hash_map.h>
 #include <sluice/core/key_hash.h>
 #include <sluice/core/owned.h>
 #include <sluice/core/serializer.h>
@@ -212,6 +216,9 @@ class CustomSelector final : public ChannelSelector<T> {
   const int channels_;
 };
 
+// The producer end of a non-chained edge: picks each record's channel, then
+// copies it into the channel's typed batch when the consumer runs in this
+// process, or serializes it when it does not (see element_batch.h).
 template <class T>
 class NetworkOutput final : public Output<T> {
  public:
@@ -220,16 +227,29 @@ class NetworkOutput final : public Output<T> {
 
   void collect(const StreamRecord<T>& record) override {
     this->countRecord();
-    // Small records serialize into a fixed array; larger ones spill into the
-    // overflow vector, which keeps its capacity between records.
-    DataOutputView out(small_, sizeof small_, overflow_);
-    writeRecordHeader(record, out);
-    TypeSerializer<T>::serialize(record.value, out);
-    int c = selector_->selectChannel(record);
-    if (c < 0) {
-      writer_.broadcastEmit(out.data(), out.size());
-    } else {
+    const int c = selector_->selectChannel(record);
+    if (c >= 0) {
+      if (writer_.isLocal(c)) {
+        addLocal(c, record);
+        return;
+      }
+      DataOutputView out = serialize(record);
       writer_.emit(c, out.data(), out.size());
+      return;
+    }
+    if (writer_.allLocal()) {
+      for (int ch = 0; ch < writer_.numberOfChannels(); ++ch) addLocal(ch, record);
+      return;
+    }
+    // Broadcast over local and remote channels: serialized once, for the
+    // remote ones.
+    DataOutputView out = serialize(record);
+    for (int ch = 0; ch < writer_.numberOfChannels(); ++ch) {
+      if (writer_.isLocal(ch)) {
+        addLocal(ch, record);
+      } else {
+        writer_.emit(ch, out.data(), out.size());
+      }
     }
   }
   void emitWatermark(Watermark watermark) override {
@@ -241,6 +261,19 @@ class NetworkOutput final : public Output<T> {
   }
 
  private:
+  void addLocal(int channel, const StreamRecord<T>& record) {
+    static_cast<TypedElementBatch<T>&>(writer_.localBatch(channel)).add(record);
+    writer_.recordAdded(channel);
+  }
+  // Small records serialize into a fixed array; larger ones spill into the
+  // overflow vector, which keeps its capacity between records.
+  DataOutputView serialize(const StreamRecord<T>& record) {
+    DataOutputView out(small_, sizeof small_, overflow_);
+    writeRecordHeader(record, out);
+    TypeSerializer<T>::serialize(record.value, out);
+    return out;
+  }
+
   RecordWriterBase& writer_;
   std::unique_ptr<ChannelSelector<T>> selector_;
   uint8_t small_[512];
@@ -261,6 +294,10 @@ class RecordProcessor final : public RecordProcessorBase {
     record_.hasTimestamp = hasTimestamp;
     record_.timestamp = timestamp;
     input_.processElement(record_);
+  }
+  void processBatch(const ElementBatch& batch, size_t from, size_t to) override {
+    const StreamRecord<T>* records = static_cast<const TypedElementBatch<T>&>(batch).records();
+    for (size_t i = from; i < to; ++i) input_.processElement(records[i]);
   }
 
  private:
@@ -289,6 +326,9 @@ class TypedOps final : public TypeOps {
   std::unique_ptr<RecordProcessorBase> createRecordProcessor(StreamOperatorBase& target,
                                                              int inputIndex) const override {
     return makeOwned<RecordProcessor<T>>(target, inputIndex);
+  }
+  std::unique_ptr<ElementBatch> createBatch(size_t bytes) const override {
+    return makeOwned<TypedElementBatch<T>>(bytes);
   }
   std::unique_ptr<OutputBase> createFanOut(
       std::vector<std::unique_ptr<OutputBase>> outputs) const override {
@@ -327,6 +367,11 @@ class KeyedNetworkFactory final : public NetworkOutputFactory {
   explicit KeyedNetworkFactory(KeySelector key) : key_(std::move(key)) {}
   std::unique_ptr<OutputBase> createNetworkOutput(RecordWriterBase& writer, PartitionKind, int,
                                                   int maxParallelism) const override {
+    // One consumer owns every key group: no key to hash per record.
+    if (writer.numberOfChannels() == 1) {
+      checkParallelism(maxParallelism, 1);
+      return makeOwned<NetworkOutput<T>>(writer, makeOwned<FirstChannelSelector<T>>());
+    }
     return makeOwned<NetworkOutput<T>>(
         writer, makeOwned<KeyGroupSelector<T, KeySelector>>(key_, writer.numberOfChannels(),
                                                             maxParallelism));
@@ -952,11 +997,20 @@ concept InPlaceReducer = requires(const F& f, T& acc, const T& in) {
 // Keyed running reduce: emits the updated result for every element, like
 // Flink's StreamGroupedReduceOperator. `F` is T(const T& acc, const T& next)
 // or a ReduceFunction<T>. The running value of each key is keyed state (a
-// ValueState named "_op_state", as in Flink), so it lives in the configured
-// backend and is part of the operator's snapshots.
+// ValueState named "_op_state", as in Flink), so it is part of the
+// operator's snapshots in the configured backend's format.
+//
+// On the `hashmap` backend the running values live in a table keyed by the
+// typed key instead, so an element costs one hash probe, with no key
+// serialization and no backend call: a snapshot writes the table into
+// "_op_state" (and takes it out again), a restore reads it from there. The
+// sync part of a checkpoint is then proportional to the number of keys. A
+// rich reduce function, which may use keyed state of its own, and keys
+// without operator== keep the backend path.
 template <class T, class K, class F, class KeySelector>
 class KeyedReduceOperator final : public KeyedUdfOperator<OneInputOperator<T, T>, F, K> {
   using Base = KeyedUdfOperator<OneInputOperator<T, T>, F, K>;
+  static constexpr bool kCanTable = TableKey<K> && !std::is_base_of_v<RichFunction, F>;
 
  public:
   KeyedReduceOperator(F f, KeySelector key) : Base(std::move(f)), key_(std::move(key)) {}
@@ -965,26 +1019,81 @@ class KeyedReduceOperator final : public KeyedUdfOperator<OneInputOperator<T, T>
     Base::initializeState(restore);
     values_ = &getOrCreateValueState<VoidNamespace>(this->keyed_.backend(),
                                                     ValueStateDescriptor<T>("_op_state"));
+    if constexpr (kCanTable) {
+      inTable_ = std::string_view(this->keyed_.backend().name()) == "hashmap";
+      if (inTable_) takeFromBackend();
+    }
+  }
+  OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
+    if constexpr (kCanTable) {
+      if (inTable_) {
+        table_.forEach([this](const K& key, const T& value) {
+          this->keyed_.setCurrentKey(key);
+          values_->update(value);
+        });
+        OperatorStateSnapshot s = Base::snapshotState(checkpointId);
+        table_.forEach([this](const K& key, const T&) {
+          this->keyed_.setCurrentKey(key);
+          values_->clear();
+        });
+        return s;
+      }
+    }
+    return Base::snapshotState(checkpointId);
   }
   void processElement(const StreamRecord<T>& r) override {
+    if constexpr (kCanTable) {
+      if (inTable_) {
+        auto [slot, inserted] = table_.tryEmplace(key_(r.value));
+        if (inserted) {
+          slot->value = r.value;
+        } else {
+          reduceInto(slot->value, r.value);
+        }
+        this->emit(slot->value, r);
+        return;
+      }
+    }
     this->keyed_.setCurrentKey(key_(r.value));
     std::optional<T> acc = values_->value();
     if (!acc) {
       acc.emplace(r.value);
-    } else if constexpr (InPlaceReducer<F, T>) {
-      if (this->f_.apply(*acc, r.value)) *acc = r.value;
-    } else if constexpr (std::is_invocable_v<F&, const T&, const T&>) {
-      *acc = this->f_(*acc, r.value);
     } else {
-      *acc = this->f_.reduce(*acc, r.value);
+      reduceInto(*acc, r.value);
     }
     values_->update(*acc);
     this->emit(std::move(*acc), r);
   }
 
  private:
+  void reduceInto(T& acc, const T& next) {
+    if constexpr (InPlaceReducer<F, T>) {
+      if (this->f_.apply(acc, next)) acc = next;
+    } else if constexpr (std::is_invocable_v<F&, const T&, const T&>) {
+      acc = this->f_(acc, next);
+    } else {
+      acc = this->f_.reduce(acc, next);
+    }
+  }
+  // Moves the restored running values of this subtask's keys into the table.
+  void takeFromBackend() {
+    std::vector<std::string> keys;
+    this->keyed_.backend().forEachKey(
+        "_op_state", [&](std::string_view key, int32_t) { keys.emplace_back(key); });
+    for (const std::string& bytes : keys) {
+      const K key = KeyedStateHandler<K>::deserializeKey(bytes);
+      this->keyed_.setCurrentKey(key);
+      if (std::optional<T> value = values_->value()) {
+        table_.tryEmplace(key).first->value = std::move(*value);
+      }
+      values_->clear();
+    }
+  }
+
   KeySelector key_;
   InternalValueState<VoidNamespace, T>* values_ = nullptr;
+  bool inTable_ = false;
+  FlatHashMap<K, T, TableKeyHash<K>> table_;
 };
 
 template <class IN1, class IN2, class OUT, class F>

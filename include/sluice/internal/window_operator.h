@@ -30,6 +30,8 @@
 #include <sluice/internal/operators.h>
 #include <sluice/internal/timer_service.h>
 #include <sluice/window/merging_window_set.h>
+#include <sluice/window/sliced_state.h>
+#include <sluice/window/slicing.h>
 #include <sluice/window/window_cleanup.h>
 #include <sluice/windows.h>
 
@@ -356,6 +358,9 @@ class UserWindowFunction final : public InternalWindowFunction<V, OUT, K, W> {
 template <class IN, class W>
 struct WindowSettings {
   std::function<std::unique_ptr<WindowAssigner<IN, W>>()> assigner;
+  // Set when the assigner makes aligned event-time windows (tumbling,
+  // sliding, cumulating), which the sliced window operator can run.
+  std::optional<window::AlignedWindows> aligned;
   std::function<std::unique_ptr<Trigger<IN, W>>()> trigger;  // null: the assigner's default
   int64_t allowedLateness = 0;
   std::string lateDataTag;  // empty: late elements are dropped and counted
@@ -387,6 +392,7 @@ class WindowOperator final : public OneInputOperator<IN, OUT>,
   void initializeState(const OperatorStateRestore* restore) override {
     keyed_.initialize(this->context(), restore);
     KeyedStateBackend& backend = keyed_.backend();
+    if (restore != nullptr) window::checkNoSlicedState(backend, this->operatorName());
     this->streamingContext().setKeyedStateBackend(&backend);
     functionState_.initializeBackend(this->context(), restore);
     functionState_.initializeCheckpointed(function_->checkpointed(), &backend);
@@ -673,8 +679,12 @@ class WindowOperator final : public OneInputOperator<IN, OUT>,
   }
   void mergeWindows(const W& mergeResult, const std::vector<W>& mergedWindows,
                     const W& stateWindowResult, const std::vector<W>& mergedStateWindows) {
-    cleanup_.checkMergeResult(mergeResult.maxTimestamp(), timers_.currentWatermark(),
-                              timers_.currentProcessingTime(), describe(mergeResult));
+    // The window is described, and the clock read, only when they matter.
+    const int64_t watermark = timers_.currentWatermark();
+    const int64_t now = cleanup_.eventTime() ? kMinTimestamp : timers_.currentProcessingTime();
+    if (cleanup_.isMergeResultLate(mergeResult.maxTimestamp(), watermark, now)) [[unlikely]] {
+      cleanup_.failMergeResult(watermark, now, describe(mergeResult));
+    }
     triggerCtx_.window = mergeResult;
     triggerCtx_.merged = &mergedWindows;
     trigger_->onMerge(mergeResult, triggerCtx_);

@@ -25,6 +25,9 @@ template <class N, class E>
 class InternalListState : public ListState<E> {
  public:
   virtual void setCurrentNamespace(const N& ns) = 0;
+  // get() into `out`, reusing its capacity (engine code reading a list per
+  // element).
+  virtual void getInto(std::vector<E>& out) { out = this->get(); }
   // Appends the lists of `sources` to the list of `target` (for the current
   // key) and clears the sources. Leaves the current namespace unspecified.
   virtual void mergeNamespaces(const N& target, const std::vector<N>& sources) {

@@ -40,11 +40,15 @@ class WindowCleanup {
     return eventTime_ && internal::saturatingAdd(timestamp, allowedLateness_) <= watermark;
   }
 
-  // Throws, with Flink's message, when merging gave a window (described by
-  // `window`) an end before the current watermark (event time) or
-  // processing time: its state would never be cleaned up.
-  void checkMergeResult(int64_t maxTimestamp, int64_t watermark, int64_t processingTime,
-                        const std::string& window) const;
+  // Whether merging gave a window an end before the current watermark
+  // (event time) or processing time: its state would never be cleaned up.
+  // `processingTime` is read for processing-time windows only.
+  bool isMergeResultLate(int64_t maxTimestamp, int64_t watermark, int64_t processingTime) const {
+    return eventTime_ ? cleanupTime(maxTimestamp) <= watermark : maxTimestamp <= processingTime;
+  }
+  // Throws, with Flink's message, for such a window (described by `window`).
+  [[noreturn]] void failMergeResult(int64_t watermark, int64_t processingTime,
+                                    const std::string& window) const;
 
  private:
   bool eventTime_ = true;

@@ -5,12 +5,18 @@
 // compares what the operator emitted after each step with the expected
 // output, which was worked out by hand from Flink's documented semantics.
 //
-// Each scenario runs four ways and must give the same output every time:
+// Each scenario runs seven ways and must give the same output every time:
 //   straight   one subtask, heap state backend;
 //   restore    snapshot after every step, restored into a fresh instance;
 //   rescale    snapshot after every step, restored at parallelism 1 <-> 2,
 //              elements routed to the subtask that owns their key group;
-//   rocksdb    one subtask, RocksDB state backend.
+//   rocksdb    one subtask, RocksDB state backend;
+// the first three once with `pipeline.window.slicing` on and once with it
+// off. Aligned event-time windows (tumbling, sliding, cumulating) with an
+// incremental function, the default trigger and no evictor run on the
+// sliced window operator when it is on (and on the heap backend); the
+// driver checks from the operator's name in the stream graph that the
+// expected operator ran, so a sliced run cannot fall back unnoticed.
 //
 // File format (tests/data/windows/README.md says the same, with examples).
 // Lines are whitespace-separated tokens; `#` starts a comment; the leading
@@ -18,6 +24,7 @@
 //
 //   config (until the line `input`):
 //     assigner tumbling SIZE [OFFSET] | sliding SIZE SLIDE [OFFSET]
+//            | cumulating MAXSIZE STEP [OFFSET]
 //            | session GAP | dynamic-session (the gap is the element's value)
 //            | tumbling-processing SIZE [OFFSET] | sliding-processing SIZE SLIDE
 //            | session-processing GAP | global | count N [SLIDE]
@@ -27,9 +34,14 @@
 //            that sums) | process (a ProcessWindowFunction that sums)
 //            | reduce+process | aggregate+process (incremental, then a
 //            ProcessWindowFunction) | apply (a WindowFunction that sums)
+//            | reduce+apply (incremental, then the WindowFunction)
 //            | process-state (sums; the key becomes KEY:W:G where W counts
 //            the firings of this window (per-window state) and G those of
-//            the key (global state))
+//            the key (global state)) | reduce+process-state
+//            A scenario without evictor whose function is process, apply or
+//            process-state also runs with the incremental forms
+//            (reduce+process and aggregate+process, reduce+apply,
+//            reduce+process-state): summing first gives the same output.
 //     trigger event | processing | count N | purging-count N | purging-event
 //            | continuous-event N | continuous-processing N | threshold N
 //            (threshold: a user trigger, see ThresholdTrigger below)
@@ -405,7 +417,46 @@ void observe(const StreamRecord<MetaOut>& r, int step, std::vector<std::string>&
   out.push_back(render(step, false, key, value, window, r.timestamp));
 }
 
-using Mode = test::RunConfig;
+// A run configuration, and whether the sliced window operator may run.
+struct Mode {
+  test::RunConfig config = test::RunConfig::kStraight;
+  bool slicing = true;
+};
+
+const Mode kModes[] = {
+    {test::RunConfig::kStraight, true}, {test::RunConfig::kRestore, true},
+    {test::RunConfig::kRescale, true},  {test::RunConfig::kStraight, false},
+    {test::RunConfig::kRestore, false}, {test::RunConfig::kRescale, false},
+    {test::RunConfig::kRocksDb, false},
+};
+
+std::string modeName(Mode mode) {
+  return std::string(test::runConfigName(mode.config)) +
+         (mode.slicing ? ", slicing on" : ", slicing off");
+}
+
+// Whether the sliced window operator runs the scenario in `mode`, decided
+// from the scenario's settings alone (docs/windows.md, "Sliced windows").
+bool expectSliced(const Config& c, Mode mode) {
+  static const std::vector<std::string> kAligned = {"tumbling", "sliding", "cumulating"};
+  static const std::vector<std::string> kIncremental = {"sum",
+                                                        "min",
+                                                        "max",
+                                                        "minBy",
+                                                        "maxBy",
+                                                        "reduce",
+                                                        "aggregate",
+                                                        "reduce+process",
+                                                        "aggregate+process",
+                                                        "reduce+apply",
+                                                        "reduce+process-state"};
+  auto in = [](const std::vector<std::string>& v, const std::string& x) {
+    return std::find(v.begin(), v.end(), x) != v.end();
+  };
+  return mode.slicing && mode.config != test::RunConfig::kRocksDb && in(kAligned, c.assigner[0]) &&
+         in(kIncremental, c.function) && c.evictor.empty() &&
+         (c.trigger.empty() || c.trigger[0] == "event");
+}
 
 struct Result {
   std::vector<std::string> lines;
@@ -419,7 +470,8 @@ const OutputTag<Ev> kLateTag("late-data");
 template <class OUT>
 Result play(std::shared_ptr<const OperatorFactory> factory, const Scenario& s, Mode mode) {
   test::OperatorRunner<OUT> runner(
-      std::move(factory), mode, {.channelsPerInput = s.config.channels, .clock = s.config.clock});
+      std::move(factory), mode.config,
+      {.channelsPerInput = s.config.channels, .clock = s.config.clock});
   CollectingOutput<Ev>& late = runner.sideOutput(kLateTag);
   runner.open();
   Result result;
@@ -506,8 +558,14 @@ void configure(WS& ws, const Config& c) {
 template <class OUT>
 Result runOp(StreamExecutionEnvironment& env, const SingleOutputStreamOperator<OUT>& op,
              const Scenario& s, Mode mode) {
-  auto factory = env.getStreamGraph().node(op.getId()).factory;
-  return play<OUT>(std::move(factory), s, mode);
+  const StreamNode& node = env.getStreamGraph().node(op.getId());
+  const bool sliced = node.name.rfind("Slicing", 0) == 0;
+  if (sliced != expectSliced(s.config, mode)) {
+    throw std::logic_error("expected the " +
+                           std::string(expectSliced(s.config, mode) ? "sliced" : "general") +
+                           " window operator, the job has " + node.name);
+  }
+  return play<OUT>(node.factory, s, mode);
 }
 
 // Applies the scenario's window function to a WindowedStream / AllWindowedStream.
@@ -528,6 +586,7 @@ Result applyFunction(StreamExecutionEnvironment& env, WS ws, const Scenario& s, 
   if constexpr (kAll) {
     if (f == "process") return runOp(env, ws.process(SumProcessAll<W>{}), s, mode);
     if (f == "apply") return runOp(env, ws.apply(SumApplyAll<W>{}), s, mode);
+    if (f == "reduce+apply") return runOp(env, ws.reduce(&sumReduce, SumApplyAll<W>{}), s, mode);
     if (f == "reduce+process") {
       return runOp(env, ws.reduce(&sumReduce, SumProcessAll<W>{}), s, mode);
     }
@@ -538,6 +597,10 @@ Result applyFunction(StreamExecutionEnvironment& env, WS ws, const Scenario& s, 
     if (f == "process") return runOp(env, ws.process(SumProcess<W>{}), s, mode);
     if (f == "process-state") return runOp(env, ws.process(StatefulProcess<W>{}), s, mode);
     if (f == "apply") return runOp(env, ws.apply(SumApply<W>{}), s, mode);
+    if (f == "reduce+apply") return runOp(env, ws.reduce(&sumReduce, SumApply<W>{}), s, mode);
+    if (f == "reduce+process-state") {
+      return runOp(env, ws.reduce(&sumReduce, StatefulProcess<W>{}), s, mode);
+    }
     if (f == "reduce+process") return runOp(env, ws.reduce(&sumReduce, SumProcess<W>{}), s, mode);
     if (f == "aggregate+process") {
       return runOp(env, ws.aggregate(SumAggregate{}, SumProcess<W>{}), s, mode);
@@ -561,6 +624,7 @@ Result applyAssigner(StreamExecutionEnvironment& env, const Input& input, const 
   auto ms = [&](size_t i) { return milliseconds(arg(a, i)); };
   if (kind == "tumbling") return win(TumblingEventTimeWindows::of(ms(1), ms(2)));
   if (kind == "sliding") return win(SlidingEventTimeWindows::of(ms(1), ms(2), ms(3)));
+  if (kind == "cumulating") return win(CumulativeEventTimeWindows::of(ms(1), ms(2), ms(3)));
   if (kind == "session") return win(EventTimeSessionWindows::withGap(ms(1)));
   if (kind == "dynamic-session") {
     return win(EventTimeSessionWindows::withDynamicGap([](const Ev& e) { return e.second; }));
@@ -586,7 +650,10 @@ Result applyAssigner(StreamExecutionEnvironment& env, const Input& input, const 
 }
 
 Result runScenario(const Scenario& s, Mode mode) {
-  StreamExecutionEnvironment env;
+  Configuration config;
+  config.set(options::kPipelineWindowSlicing, mode.slicing);
+  StreamExecutionEnvironment env(config);
+  if (mode.config == test::RunConfig::kRocksDb) env.setStateBackend("rocksdb");
   auto source = env.fromElements(Ev{"unused", 0});
   if (s.config.all) return applyAssigner(env, source, s, mode);
   return applyAssigner(env, source.keyBy([](const Ev& e) { return e.first; }), s, mode);
@@ -626,18 +693,32 @@ std::string join(const std::vector<std::string>& lines) {
 
 class WindowScenarioTest : public ::testing::TestWithParam<std::string> {};
 
+// The scenario's function, and the incremental forms that must give the
+// same output (see the top of this file).
+std::vector<std::string> functionVariants(const Config& c) {
+  if (!c.evictor.empty()) return {c.function};
+  if (c.function == "process") return {"process", "reduce+process", "aggregate+process"};
+  if (c.function == "apply") return {"apply", "reduce+apply"};
+  if (c.function == "process-state") return {"process-state", "reduce+process-state"};
+  return {c.function};
+}
+
 TEST_P(WindowScenarioTest, MatchesExpectedOutput) {
-  Scenario s = parseScenario(scenarioDir() / GetParam());
-  const std::vector<std::string> expected = perStep(s.expected);
-  for (Mode mode : test::kAllRunConfigs) {
-    SCOPED_TRACE(test::runConfigName(mode));
-    Result r = runScenario(s, mode);
-    std::vector<std::string> actual = perStep(r.lines);
-    EXPECT_EQ(actual, expected) << GetParam() << " (" << test::runConfigName(mode)
-                                << ")\nexpected:\n"
-                                << join(expected) << "actual:\n"
-                                << join(actual);
-    EXPECT_EQ(r.dropped, s.dropped) << "numLateRecordsDropped";
+  const Scenario parsed = parseScenario(scenarioDir() / GetParam());
+  const std::vector<std::string> expected = perStep(parsed.expected);
+  for (const std::string& function : functionVariants(parsed.config)) {
+    Scenario s = parsed;
+    s.config.function = function;
+    for (Mode mode : kModes) {
+      const std::string run = function + ", " + modeName(mode);
+      SCOPED_TRACE(run);
+      Result r = runScenario(s, mode);
+      std::vector<std::string> actual = perStep(r.lines);
+      EXPECT_EQ(actual, expected) << GetParam() << " (" << run << ")\nexpected:\n"
+                                  << join(expected) << "actual:\n"
+                                  << join(actual);
+      EXPECT_EQ(r.dropped, s.dropped) << "numLateRecordsDropped";
+    }
   }
 }
 

@@ -1,0 +1,503 @@
+// The sliced window operator against the general one, and its state:
+//   - differential: random input (out of order, late, several keys) into
+//     random tumbling, sliding and cumulating windows with random offsets,
+//     allowed lateness and late side output; the sliced operator, straight
+//     and restored (or rescaled) after every step, must emit after each step
+//     what the general operator emits straight through: window results,
+//     late elements, the window function's clear() calls (made visible
+//     through a side output) and numLateRecordsDropped;
+//   - a snapshot of the general operator with tumbling windows restores into
+//     the sliced one (at the same and at another parallelism), which goes on
+//     as the general operator would have;
+//   - the snapshots neither operator can take over fail the restore with an
+//     error that says what to do.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include <sluice/sluice.h>
+#include <sluice/testing.h>
+
+#include "harness/operator_runner.h"
+
+namespace sluice {
+namespace sliced_window_test {
+namespace {
+
+using std::chrono::milliseconds;
+using Ev = std::pair<std::string, int64_t>;
+using Out = std::tuple<std::string, int64_t, std::string>;  // key, value, window
+
+const OutputTag<Ev> kLateTag("late");
+const OutputTag<Out> kClearedTag("cleared");
+
+std::string describe(const TimeWindow& w) {
+  return "[" + std::to_string(w.getStart()) + "," + std::to_string(w.getEnd()) + ")";
+}
+
+Ev sumReduce(const Ev& a, const Ev& b) { return {a.first, a.second + b.second}; }
+
+class SumAggregate final : public AggregateFunction<Ev, Ev, Ev> {
+ public:
+  Ev createAccumulator() override { return {"", 0}; }
+  Ev add(const Ev& value, Ev acc) override { return {value.first, acc.second + value.second}; }
+  Ev getResult(const Ev& acc) override { return acc; }
+  Ev merge(Ev a, Ev b) override {
+    return {a.first.empty() ? b.first : a.first, a.second + b.second};
+  }
+};
+
+// Sums, counting firings per window (window state) and per key (global
+// state); clear() reports the window and its count on a side output.
+class CountingProcess final : public ProcessWindowFunction<Ev, Out, std::string, TimeWindow> {
+ public:
+  void process(const std::string& key, Context& ctx, const std::vector<Ev>& elements,
+               Collector<Out>& out) override {
+    ValueState<int64_t>& w = ctx.windowState().getState(windowFires_);
+    ValueState<int64_t>& g = ctx.globalState().getState(keyFires_);
+    const int64_t wn = w.value().value_or(0) + 1;
+    const int64_t gn = g.value().value_or(0) + 1;
+    w.update(wn);
+    g.update(gn);
+    int64_t sum = 0;
+    for (const Ev& e : elements) sum += e.second;
+    out.collect(Out{key + ":" + std::to_string(wn) + ":" + std::to_string(gn), sum,
+                    describe(ctx.window())});
+  }
+  void clear(Context& ctx) override {
+    ValueState<int64_t>& w = ctx.windowState().getState(windowFires_);
+    ctx.output(kClearedTag, Out{"cleared", w.value().value_or(0), describe(ctx.window())});
+    w.clear();
+  }
+
+ private:
+  ValueStateDescriptor<int64_t> windowFires_{"window-fires"};
+  ValueStateDescriptor<int64_t> keyFires_{"key-fires"};
+};
+
+struct Shape {
+  window::AlignedWindows windows;
+  int64_t lateness = 0;
+  bool lateSide = false;
+  bool passThrough = false;  // aggregate() without window function, else reduce + process
+  std::string describe() const {
+    return windows.describe() + " lateness " + std::to_string(lateness) +
+           (lateSide ? " late-side" : " late-drop") + (passThrough ? " aggregate" : " process");
+  }
+};
+
+template <class WS>
+void configure(WS& ws, const Shape& shape) {
+  if (shape.lateness > 0) ws.allowedLateness(milliseconds(shape.lateness));
+  if (shape.lateSide) ws.sideOutputLateData(kLateTag);
+}
+
+// The operator of `shape`'s windows, from a job built with slicing on or off;
+// checks that the expected operator was chosen.
+template <class OUT>
+std::shared_ptr<const OperatorFactory> windowOperator(const Shape& shape, bool slicing) {
+  Configuration config;
+  config.set(options::kPipelineWindowSlicing, slicing);
+  StreamExecutionEnvironment env(config);
+  auto keyed = env.fromElements(Ev{"unused", 0}).keyBy([](const Ev& e) { return e.first; });
+  auto apply = [&](auto ws) {
+    configure(ws, shape);
+    if constexpr (std::is_same_v<OUT, Ev>) {
+      return ws.aggregate(SumAggregate{}).getId();
+    } else {
+      return ws.reduce(&sumReduce, CountingProcess{}).getId();
+    }
+  };
+  const window::AlignedWindows& w = shape.windows;
+  int id = -1;
+  switch (w.kind) {
+    case window::AlignedKind::kTumbling:
+      id = apply(
+          keyed.window(TumblingEventTimeWindows::of(milliseconds(w.size), milliseconds(w.offset))));
+      break;
+    case window::AlignedKind::kSliding:
+      id = apply(keyed.window(SlidingEventTimeWindows::of(
+          milliseconds(w.size), milliseconds(w.slide), milliseconds(w.offset))));
+      break;
+    case window::AlignedKind::kCumulating:
+      id = apply(keyed.window(CumulativeEventTimeWindows::of(
+          milliseconds(w.size), milliseconds(w.slide), milliseconds(w.offset))));
+      break;
+  }
+  const StreamNode& node = env.getStreamGraph().node(id);
+  EXPECT_EQ(node.name.rfind("SlicingWindow(", 0) == 0, slicing) << node.name;
+  return node.factory;
+}
+
+struct Step {
+  enum Kind { kElement, kWatermark, kEnd } kind = kElement;
+  Ev element;
+  int64_t ts = 0;
+};
+
+std::vector<Step> randomSteps(std::mt19937_64& rng, int n) {
+  std::vector<Step> steps;
+  int64_t watermark = 0;
+  for (int i = 0; i < n; ++i) {
+    Step s;
+    if (rng() % 10 < 3) {
+      s.kind = Step::kWatermark;
+      watermark += static_cast<int64_t>(rng() % 12);
+      s.ts = watermark;
+    } else {
+      s.element = Ev{std::string(1, static_cast<char>('a' + rng() % 4)),
+                     static_cast<int64_t>(1 + rng() % 100)};
+      s.ts = watermark + static_cast<int64_t>(rng() % 60) - 25;
+    }
+    steps.push_back(s);
+  }
+  steps.push_back(Step{Step::kEnd, {}, 0});
+  return steps;
+}
+
+std::string render(const StreamRecord<Ev>& r) {
+  return r.value.first + " " + std::to_string(r.value.second) +
+         " ts=" + std::to_string(r.timestamp);
+}
+std::string render(const StreamRecord<Out>& r) {
+  const auto& [key, value, window] = r.value;
+  return key + " " + std::to_string(value) + " " + window + " ts=" + std::to_string(r.timestamp);
+}
+
+struct Run {
+  std::vector<std::vector<std::string>> steps;  // per step, sorted
+  int64_t dropped = 0;
+};
+
+template <class OUT>
+Run play(std::shared_ptr<const OperatorFactory> factory, test::RunConfig config,
+         const std::vector<Step>& steps) {
+  test::OperatorRunner<OUT> runner(std::move(factory), config);
+  testing::CollectingOutput<Ev>& late = runner.sideOutput(kLateTag);
+  testing::CollectingOutput<Out>& cleared = runner.sideOutput(kClearedTag);
+  runner.open();
+  Run run;
+  for (const Step& s : steps) {
+    switch (s.kind) {
+      case Step::kElement:
+        runner.element(0, s.element, s.ts, runner.keyGroupOf(s.element.first));
+        break;
+      case Step::kWatermark: runner.watermark(0, s.ts); break;
+      case Step::kEnd: runner.endOfInput(); break;
+    }
+    std::vector<std::string> lines;
+    for (const auto& r : runner.endStep()) lines.push_back(render(r));
+    for (const auto& r : late.records) lines.push_back("late " + render(r));
+    for (const auto& r : cleared.records) lines.push_back(render(r));
+    late.records.clear();
+    cleared.records.clear();
+    std::sort(lines.begin(), lines.end());
+    run.steps.push_back(std::move(lines));
+  }
+  run.dropped = runner.counter("numLateRecordsDropped");
+  runner.close();
+  return run;
+}
+
+Shape randomShape(std::mt19937_64& rng) {
+  Shape s;
+  const auto unit = static_cast<int64_t>(1 + rng() % 4);
+  auto& w = s.windows;
+  w.kind = static_cast<window::AlignedKind>(rng() % 3);
+  switch (w.kind) {
+    case window::AlignedKind::kTumbling:
+      w.size = w.slide = unit * static_cast<int64_t>(2 + rng() % 6);
+      break;
+    case window::AlignedKind::kSliding:
+      w.slide = unit * static_cast<int64_t>(1 + rng() % 3);
+      w.size =
+          w.slide * static_cast<int64_t>(1 + rng() % 4) + unit * static_cast<int64_t>(rng() % 2);
+      break;
+    case window::AlignedKind::kCumulating:
+      w.slide = unit * static_cast<int64_t>(1 + rng() % 3);
+      w.size = w.slide * static_cast<int64_t>(1 + rng() % 5);
+      break;
+  }
+  const int64_t bound = w.kind == window::AlignedKind::kSliding ? w.slide : w.size;
+  w.offset = static_cast<int64_t>(rng() % static_cast<uint64_t>(bound)) * (rng() % 2 ? 1 : -1);
+  const int64_t latenesses[] = {0, 0, 4, 17};
+  s.lateness = latenesses[rng() % 4];
+  s.lateSide = rng() % 2 == 0;
+  s.passThrough = rng() % 3 == 0;
+  return s;
+}
+
+template <class OUT>
+void compare(const Shape& shape, const std::vector<Step>& steps) {
+  const Run expected =
+      play<OUT>(windowOperator<OUT>(shape, false), test::RunConfig::kStraight, steps);
+  const auto sliced = windowOperator<OUT>(shape, true);
+  for (test::RunConfig config :
+       {test::RunConfig::kStraight, test::RunConfig::kRestore, test::RunConfig::kRescale}) {
+    SCOPED_TRACE(test::runConfigName(config));
+    const Run actual = play<OUT>(sliced, config, steps);
+    ASSERT_EQ(actual.steps.size(), expected.steps.size());
+    for (size_t i = 0; i < steps.size(); ++i) {
+      ASSERT_EQ(actual.steps[i], expected.steps[i])
+          << "after step " << i + 1 << " of " << steps.size();
+    }
+    EXPECT_EQ(actual.dropped, expected.dropped) << "numLateRecordsDropped";
+  }
+}
+
+TEST(SlicedWindowTest, BehavesAsTheGeneralOperatorOnRandomInput) {
+  std::mt19937_64 rng(2026);
+  for (int round = 0; round < 40; ++round) {
+    const Shape shape = randomShape(rng);
+    SCOPED_TRACE("round " + std::to_string(round) + ": " + shape.describe());
+    const std::vector<Step> steps = randomSteps(rng, 60);
+    if (shape.passThrough) {
+      compare<Ev>(shape, steps);
+    } else {
+      compare<Out>(shape, steps);
+    }
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+// --- restoring the other operator's state ---------------------------------------
+
+template <class OUT>
+using Harness = testing::OperatorHarness<OUT>;
+
+// Subtasks of one operator at a parallelism, fed and snapshotted together.
+template <class OUT>
+struct Subtasks {
+  std::vector<std::unique_ptr<Harness<OUT>>> harnesses;
+
+  Subtasks(const std::shared_ptr<const OperatorFactory>& factory, int parallelism,
+           const std::vector<OperatorStateRestore>* restores) {
+    for (int i = 0; i < parallelism; ++i) {
+      auto h = std::make_unique<Harness<OUT>>(factory->createOperator(), i, parallelism);
+      h->context().config().set(options::kStateBackendType, std::string("hashmap"));
+      h->open(restores ? &(*restores)[static_cast<size_t>(i)] : nullptr);
+      harnesses.push_back(std::move(h));
+    }
+  }
+  void element(const Ev& e, int64_t ts) {
+    const int32_t group = assignToKeyGroup(e.first, 128);
+    for (size_t i = 0; i < harnesses.size(); ++i) {
+      if (computeKeyGroupRangeForOperatorIndex(128, static_cast<int32_t>(harnesses.size()),
+                                               static_cast<int32_t>(i))
+              .contains(group)) {
+        harnesses[i]->template processElement<Ev>(0, e, ts);
+      }
+    }
+  }
+  void watermark(int64_t ts) {
+    for (auto& h : harnesses) h->processWatermark(0, ts);
+  }
+  std::vector<std::string> take() {
+    std::vector<std::string> lines;
+    for (auto& h : harnesses) {
+      for (const auto& r : h->output().records) lines.push_back(render(r));
+      h->output().records.clear();
+    }
+    std::sort(lines.begin(), lines.end());
+    return lines;
+  }
+  std::vector<testing::CapturedSnapshot> snapshot() {
+    std::vector<testing::CapturedSnapshot> out;
+    for (auto& h : harnesses) out.push_back(h->snapshot(1));
+    return out;
+  }
+};
+
+Shape tumbling(int64_t size, int64_t lateness) {
+  Shape s;
+  s.windows = {window::AlignedKind::kTumbling, size, size, 0};
+  s.lateness = lateness;
+  return s;
+}
+
+// Before: windows [0,10) fired (and waits for its lateness), [10,20) pending.
+void feedBefore(Subtasks<Out>& op) {
+  op.element({"a", 1}, 3);
+  op.element({"b", 2}, 7);
+  op.element({"a", 4}, 12);
+  op.element({"c", 8}, 15);
+  op.watermark(10);
+}
+// After: a late element re-fires [0,10) for a, the watermark fires
+// [10,20), then everything ends.
+void feedAfter(Subtasks<Out>& op, std::vector<std::string>& out) {
+  op.watermark(10);  // the runtime sends the watermark again after a restore
+  op.element({"a", 16}, 5);
+  op.element({"b", 32}, 18);
+  op.watermark(19);
+  op.element({"d", 64}, 2);  // late: [0,10) is cleaned up at 9 + 10 = 19
+  op.watermark(kMaxTimestamp);
+  for (auto& l : op.take()) out.push_back(l);
+}
+
+TEST(SlicedWindowTest, TakesOverTheGeneralOperatorsTumblingWindows) {
+  const Shape shape = tumbling(10, 10);
+  // The general operator straight through.
+  Subtasks<Out> straight(windowOperator<Out>(shape, false), 1, nullptr);
+  feedBefore(straight);
+  straight.take();
+  std::vector<std::string> expected;
+  feedAfter(straight, expected);
+  ASSERT_FALSE(expected.empty());
+
+  for (int parallelism : {1, 2}) {
+    SCOPED_TRACE("restored at parallelism " + std::to_string(parallelism));
+    Subtasks<Out> general(windowOperator<Out>(shape, false), 1, nullptr);
+    feedBefore(general);
+    general.take();
+    const auto restores = testing::redistribute(general.snapshot(), parallelism);
+    Subtasks<Out> sliced(windowOperator<Out>(shape, true), parallelism, &restores);
+    std::vector<std::string> actual;
+    feedAfter(sliced, actual);
+    EXPECT_EQ(actual, expected);
+  }
+}
+
+template <class F>
+std::string errorOf(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(SlicedWindowTest, RefusesTheGeneralOperatorsSlidingWindows) {
+  Shape shape;
+  shape.windows = {window::AlignedKind::kSliding, 10, 5, 0};
+  Subtasks<Out> general(windowOperator<Out>(shape, false), 1, nullptr);
+  general.element({"a", 1}, 3);
+  const auto restores = testing::redistribute(general.snapshot(), 1);
+  const std::string error =
+      errorOf([&] { Subtasks<Out> sliced(windowOperator<Out>(shape, true), 1, &restores); });
+  EXPECT_NE(error.find("window-contents"), std::string::npos) << error;
+  EXPECT_NE(error.find("pipeline.window.slicing: false"), std::string::npos) << error;
+}
+
+TEST(SlicedWindowTest, TheGeneralOperatorRefusesSlices) {
+  const Shape shape = tumbling(10, 0);
+  Subtasks<Out> sliced(windowOperator<Out>(shape, true), 1, nullptr);
+  sliced.element({"a", 1}, 3);
+  const auto restores = testing::redistribute(sliced.snapshot(), 1);
+  const std::string error =
+      errorOf([&] { Subtasks<Out> general(windowOperator<Out>(shape, false), 1, &restores); });
+  EXPECT_NE(error.find("window-slices"), std::string::npos) << error;
+  EXPECT_NE(error.find("pipeline.window.slicing: true"), std::string::npos) << error;
+}
+
+TEST(SlicedWindowTest, RefusesSlicesOfOtherWindows) {
+  Subtasks<Out> sliced(windowOperator<Out>(tumbling(10, 0), true), 1, nullptr);
+  sliced.element({"a", 1}, 3);
+  const auto restores = testing::redistribute(sliced.snapshot(), 2);
+  const std::string error = errorOf(
+      [&] { Subtasks<Out> other(windowOperator<Out>(tumbling(20, 0), true), 2, &restores); });
+  EXPECT_NE(error.find("tumbling(size=10 ms, offset=0 ms)"), std::string::npos) << error;
+  EXPECT_NE(error.find("tumbling(size=20 ms, offset=0 ms)"), std::string::npos) << error;
+}
+
+// An empty snapshot of either operator restores into the other: nothing is lost.
+TEST(SlicedWindowTest, EmptySnapshotsRestoreEitherWay) {
+  const Shape shape = tumbling(10, 0);
+  Subtasks<Out> sliced(windowOperator<Out>(shape, true), 1, nullptr);
+  auto restores = testing::redistribute(sliced.snapshot(), 1);
+  EXPECT_EQ(errorOf([&] { Subtasks<Out> g(windowOperator<Out>(shape, false), 1, &restores); }),
+            "(no error)");
+  Subtasks<Out> general(windowOperator<Out>(shape, false), 1, nullptr);
+  restores = testing::redistribute(general.snapshot(), 1);
+  EXPECT_EQ(errorOf([&] { Subtasks<Out> s(windowOperator<Out>(shape, true), 1, &restores); }),
+            "(no error)");
+}
+
+// Keys without slices stay in the table while they may come back, and leave
+// it once they outnumber the keys with slices.
+TEST(SlicedWindowTest, KeysThatGoAwayLeaveTheTable) {
+  StreamExecutionEnvironment env;
+  auto op = env.fromElements(Ev{"unused", 0})
+                .keyBy([](const Ev& e) { return e.first; })
+                .window(TumblingEventTimeWindows::of(milliseconds(10)))
+                .sum(1);
+  using Op = internal::SlicingWindowOperator<std::string, Ev, Ev, Ev, Ev>;
+  Harness<Ev> h(env.getStreamGraph().node(op.getId()).factory->createOperator());
+  h.context().config().set(options::kStateBackendType, std::string("hashmap"));
+  h.open();
+  auto& sliced = dynamic_cast<Op&>(h.op());
+  auto key = [](int i) { return "k" + std::to_string(i); };
+  // 3000 keys in [0,10) and [10,20); the next window starts before the
+  // first fires, so no key empties.
+  for (int i = 0; i < 3000; ++i) h.processElement<Ev>(0, Ev{key(i), 1}, 5);
+  for (int i = 0; i < 3000; ++i) h.processElement<Ev>(0, Ev{key(i), 1}, 15);
+  h.processWatermark(0, 9);
+  EXPECT_EQ(sliced.numKeys(), 3000u);
+  EXPECT_EQ(sliced.tableSize(), 3000u);
+  // 2000 of them come back in [20,30): the other 1000 empty at 19 but stay
+  // (fewer than the live keys).
+  for (int i = 0; i < 2000; ++i) h.processElement<Ev>(0, Ev{key(i), 1}, 25);
+  h.processWatermark(0, 19);
+  EXPECT_EQ(sliced.numKeys(), 2000u);
+  EXPECT_EQ(sliced.tableSize(), 3000u);
+  // 200 come back in [30,40): 1800 more empty, now more than the live ones:
+  // every key without slices goes.
+  for (int i = 0; i < 200; ++i) h.processElement<Ev>(0, Ev{key(i), 1}, 35);
+  h.processWatermark(0, 29);
+  EXPECT_EQ(sliced.numKeys(), 200u);
+  EXPECT_EQ(sliced.tableSize(), 200u);
+  h.processWatermark(0, 39);
+  EXPECT_EQ(h.output().records.size(), 3000u + 3000u + 2000u + 200u);
+  int64_t sum = 0;
+  for (const auto& r : h.output().records) sum += r.value.second;
+  EXPECT_EQ(sum, 3000 + 3000 + 2000 + 200);
+}
+
+// The choice of operator: the sliced one only where it applies.
+TEST(SlicedWindowTest, ChoosesTheGeneralOperatorWhereSlicesDoNotApply) {
+  auto nameOf = [](auto build, const std::string& backend = "hashmap") {
+    StreamExecutionEnvironment env;
+    env.setStateBackend(backend);
+    auto keyed = env.fromElements(Ev{"unused", 0}).keyBy([](const Ev& e) { return e.first; });
+    return env.getStreamGraph().node(build(keyed)).name;
+  };
+  const auto tumbling10 = TumblingEventTimeWindows::of(milliseconds(10));
+  auto sliced = [](const std::string& name) { return name.rfind("SlicingWindow(", 0) == 0; };
+  EXPECT_TRUE(sliced(nameOf([&](auto k) { return k.window(tumbling10).sum(1).getId(); })));
+  EXPECT_TRUE(sliced(nameOf([&](auto k) {
+    return k.window(tumbling10).trigger(EventTimeTrigger::create()).sum(1).getId();
+  })));
+  EXPECT_FALSE(sliced(nameOf(
+      [&](auto k) { return k.window(tumbling10).trigger(CountTrigger::of(2)).sum(1).getId(); })));
+  EXPECT_FALSE(sliced(nameOf(
+      [&](auto k) { return k.window(tumbling10).evictor(CountEvictor::of(2)).sum(1).getId(); })));
+  EXPECT_FALSE(sliced(
+      nameOf([&](auto k) { return k.window(tumbling10).process(CountingProcess{}).getId(); })));
+  EXPECT_FALSE(sliced(nameOf([&](auto k) {
+    return k.window(TumblingProcessingTimeWindows::of(milliseconds(10))).sum(1).getId();
+  })));
+  EXPECT_FALSE(sliced(nameOf([&](auto k) {
+    return k.window(EventTimeSessionWindows::withGap(milliseconds(10))).sum(1).getId();
+  })));
+  EXPECT_FALSE(
+      sliced(nameOf([&](auto k) { return k.window(tumbling10).sum(1).getId(); }, "rocksdb")));
+  EXPECT_TRUE(sliced(nameOf([&](auto k) {
+    return k.window(SlidingEventTimeWindows::of(milliseconds(10), milliseconds(5)))
+        .aggregate(SumAggregate{})
+        .getId();
+  })));
+}
+
+}  // namespace
+}  // namespace sliced_window_test
+}  // namespace sluice
