@@ -723,20 +723,27 @@ WordCountRows runWordCount(int64_t words, const std::vector<int>& parallelisms, 
 }
 
 // ---------------------------------------------------------------------------
-// (d) state-ltm: keyed state several times larger than RocksDB's managed
-// memory. A generator of N records over kLtmKeys distinct int64 keys ->
-// keyBy -> a KeyedProcessFunction keeping a ~200-byte ValueState<std::string>
+// (d) state-ltm: keyed state several times larger than the memory its
+// backend may use. A generator of N records over K distinct int64 keys ->
+// keyBy -> a KeyedProcessFunction keeping a V-byte ValueState<std::string>
 // and a ValueState<int64_t> counter per key -> sink. Record i has key
-// (i * kLtmStride) mod kLtmKeys, so every kLtmKeys consecutive records touch
-// each key once, in scattered order: the first pass inserts, the second (and
-// any later one) reads, modifies and rewrites state that is mostly out of the
-// block cache. Default N = 2 * kLtmKeys: tenths 1-5 insert, 6-10 update.
+// (i * kLtmStride) mod K, so every K consecutive records touch each key once,
+// in scattered order: the first pass inserts, the second (and any later one)
+// reads, modifies and rewrites state that is mostly out of memory. Default N
+// = 2 * K: tenths 1-5 insert, 6-10 update. The backend, K, V and the memory
+// budgets are options (LtmSettings); the defaults are rocksdb, 2M keys, 200
+// bytes, 64 MiB managed memory.
 
-constexpr int64_t kLtmKeys = 2'000'000;
-constexpr int64_t kLtmStride = 1'000'003;  // prime, coprime to kLtmKeys
-constexpr size_t kLtmPayloadBytes = 200;
-constexpr int64_t kLtmManagedMiB = 64;
+constexpr int64_t kLtmStride = 1'000'003;  // prime: coprime to K unless K is its multiple
 constexpr int kLtmTenths = 10;
+
+struct LtmSettings {
+  std::string backend = "rocksdb";  // state.backend.type
+  int64_t keys = 2'000'000;
+  size_t payloadBytes = 200;            // at least 16: [key | count | filler]
+  std::string managedMemory = "64 mb";  // taskmanager.memory.managed.size: RocksDB's
+  std::string tieredMemory = "256 mb";  // state.backend.tiered.memory
+};
 
 std::string si(double v);  // Output, below
 
@@ -832,7 +839,8 @@ void writeLtmHeader(std::string& payload, int64_t key, int64_t count) {
 
 class LtmFunction final : public sluice::KeyedProcessFunction<int64_t, int64_t, KeyValue> {
  public:
-  explicit LtmFunction(std::shared_ptr<LtmProgress> progress) : progress_(std::move(progress)) {}
+  LtmFunction(std::shared_ptr<LtmProgress> progress, size_t payloadBytes)
+      : progress_(std::move(progress)), payloadBytes_(payloadBytes) {}
 
   void open() override {
     payload_ = &getRuntimeContext().getState(sluice::ValueStateDescriptor<std::string>("payload"));
@@ -854,25 +862,25 @@ class LtmFunction final : public sluice::KeyedProcessFunction<int64_t, int64_t, 
       if (previous != 0) ++p.badPayloads;
       ++p.distinctKeys;
       // Incompressible filler (RocksDB compresses its files), fixed per key.
-      payload.emplace(kLtmPayloadBytes, '\0');
+      payload.emplace(payloadBytes_, '\0');
       uint64_t x = static_cast<uint64_t>(key);
-      for (size_t i = 16; i < kLtmPayloadBytes; i += 8) {
+      for (size_t i = 16; i < payloadBytes_; i += 8) {
         x += 0x9E3779B97F4A7C15ULL;  // splitmix64
         uint64_t z = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
         z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
         z ^= z >> 31;
-        std::memcpy(payload->data() + i, &z, std::min<size_t>(8, kLtmPayloadBytes - i));
+        std::memcpy(payload->data() + i, &z, std::min<size_t>(8, payloadBytes_ - i));
       }
     } else {
       int64_t storedKey = 0;
       int64_t storedCount = 0;
-      if (payload->size() == kLtmPayloadBytes) {
+      if (payload->size() == payloadBytes_) {
         std::memcpy(&storedKey, payload->data(), sizeof storedKey);
         std::memcpy(&storedCount, payload->data() + sizeof storedKey, sizeof storedCount);
       }
-      if (payload->size() != kLtmPayloadBytes || storedKey != key || storedCount != previous) {
+      if (payload->size() != payloadBytes_ || storedKey != key || storedCount != previous) {
         ++p.badPayloads;
-        payload->resize(kLtmPayloadBytes);
+        payload->resize(payloadBytes_);
       }
     }
     writeLtmHeader(*payload, key, count);
@@ -898,21 +906,44 @@ class LtmFunction final : public sluice::KeyedProcessFunction<int64_t, int64_t, 
 
  private:
   std::shared_ptr<LtmProgress> progress_;
+  size_t payloadBytes_;
   sluice::ValueState<std::string>* payload_ = nullptr;
   sluice::ValueState<int64_t>* count_ = nullptr;
 };
 
+int64_t ltmMemoryBytes(const std::string& text, const char* option) {
+  auto size = sluice::MemorySize::parse(text);
+  if (!size.isOk() || size.value().bytes == 0) {
+    throw std::runtime_error(std::string("state-ltm: ") + option + " '" + text +
+                             "' is not a positive memory size (e.g. \"256 mb\")");
+  }
+  return static_cast<int64_t>(size.value().bytes);
+}
+
 // Runs once (not best of --repeat): a run takes minutes and its point is the
 // shape over time, not the best time.
-Row runStateLtm(int64_t n) {
+Row runStateLtm(int64_t n, const LtmSettings& settings) {
   namespace fs = std::filesystem;
+  const int64_t keys = settings.keys;
+  const size_t payloadBytes = settings.payloadBytes;
+  if (keys < 1 || keys % kLtmStride == 0) {
+    throw std::runtime_error("state-ltm: --ltm-keys must be positive and not a multiple of " +
+                             std::to_string(kLtmStride));
+  }
+  if (payloadBytes < 16) throw std::runtime_error("state-ltm: --ltm-value-bytes must be >= 16");
+  const int64_t managedBytes = ltmMemoryBytes(settings.managedMemory, "--ltm-managed-memory");
+  const bool tiered = settings.backend == "tiered";
+  const int64_t tieredBytes =
+      tiered ? ltmMemoryBytes(settings.tieredMemory, "--ltm-tiered-memory") : 0;
+  // What the backend may hold in memory: RocksDB's managed memory (not used
+  // by hashmap), plus the tiered cache.
+  const int64_t budgetBytes = (settings.backend == "hashmap" ? 0 : managedBytes) + tieredBytes;
   // Key k occurs n / K times, once more for the first n mod K positions.
-  const uint64_t full = static_cast<uint64_t>(n / kLtmKeys);
-  const uint64_t rem = static_cast<uint64_t>(n % kLtmKeys);
+  const uint64_t full = static_cast<uint64_t>(n / keys);
+  const uint64_t rem = static_cast<uint64_t>(n % keys);
   const uint64_t expectedSum = rem * (full + 1) * (full + 2) / 2 +
-                               (static_cast<uint64_t>(kLtmKeys) - rem) * full * (full + 1) / 2;
-  const int64_t expectedKeys = std::min<int64_t>(n, kLtmKeys);
-  const int64_t budgetBytes = kLtmManagedMiB << 20;
+                               (static_cast<uint64_t>(keys) - rem) * full * (full + 1) / 2;
+  const int64_t expectedKeys = std::min<int64_t>(n, keys);
 
   char pattern[] = "/tmp/sluice-bench-ltm-XXXXXX";
   if (mkdtemp(pattern) == nullptr) throw std::runtime_error("state-ltm: mkdtemp failed");
@@ -926,9 +957,10 @@ Row runStateLtm(int64_t n) {
   } removeDir{dir};
 
   sluice::Configuration conf;
-  conf.setString("state.backend.type", "rocksdb");
-  conf.setString("taskmanager.memory.managed.size", std::to_string(kLtmManagedMiB) + " mb");
+  conf.setString("state.backend.type", settings.backend);
+  conf.setString("taskmanager.memory.managed.size", settings.managedMemory);
   conf.setString("state.backend.rocksdb.localdir", dir.string());
+  if (tiered) conf.setString("state.backend.tiered.memory", settings.tieredMemory);
   sluice::StreamExecutionEnvironment env(conf);
   env.setParallelism(1);
   auto progress = std::make_shared<LtmProgress>();
@@ -936,12 +968,13 @@ Row runStateLtm(int64_t n) {
   progress->localDir = dir;
   auto totals = std::make_shared<CountSum>();
   env.fromGenerator(
-         [](int64_t i) {
-           return static_cast<int64_t>((static_cast<unsigned __int128>(i) * kLtmStride) % kLtmKeys);
+         [keys](int64_t i) {
+           return static_cast<int64_t>((static_cast<unsigned __int128>(i) * kLtmStride) %
+                                       static_cast<uint64_t>(keys));
          },
          n)
       .keyBy([](const int64_t& k) { return k; })
-      .process(LtmFunction(progress))
+      .process(LtmFunction(progress, payloadBytes))
       .name("LargeState")
       .sinkTo(KeyValueChecksumSink(totals), "Discard");
 
@@ -971,7 +1004,8 @@ Row runStateLtm(int64_t n) {
   // Logical state: per key [kg | key] (10 B) twice, a 200 B payload (plus its
   // length prefix) and an 8 B count.
   const double logicalBytes =
-      static_cast<double>(expectedKeys) * (2 * 10 + kLtmPayloadBytes + 1 + 8);
+      static_cast<double>(expectedKeys) *
+      static_cast<double>(2 * 10 + payloadBytes + (payloadBytes < 128 ? 1 : 2) + 8);
   std::vector<double> tenthRates;
   for (int k = 1; k <= kLtmTenths; ++k) {
     const int64_t begin = (n * (k - 1) + kLtmTenths - 1) / kLtmTenths;
@@ -984,11 +1018,18 @@ Row runStateLtm(int64_t n) {
   const double lastHalfMax =
       *std::max_element(tenthRates.begin() + kLtmTenths / 2, tenthRates.end());
 
-  std::printf("state-ltm: rocksdb, parallelism 1, managed memory %" PRId64 " MiB, %" PRId64
-              " records over %" PRId64 " keys (%zu B payload + counter per key)\n",
-              kLtmManagedMiB, n, expectedKeys, kLtmPayloadBytes);
-  std::printf("  logical state   %8.1f MiB = %.1fx the managed memory\n", logicalBytes / (1 << 20),
-              logicalBytes / static_cast<double>(budgetBytes));
+  std::printf("state-ltm: %s, parallelism 1, managed memory %.0f MiB", settings.backend.c_str(),
+              static_cast<double>(managedBytes) / (1 << 20));
+  if (tiered) std::printf(", tiered memory %.0f MiB", static_cast<double>(tieredBytes) / (1 << 20));
+  std::printf(", %" PRId64 " records over %" PRId64 " keys (%zu B payload + counter per key)\n", n,
+              expectedKeys, payloadBytes);
+  if (budgetBytes > 0) {
+    std::printf("  logical state   %8.1f MiB = %.1fx the backend's memory budget (%.0f MiB)\n",
+                logicalBytes / (1 << 20), logicalBytes / static_cast<double>(budgetBytes),
+                static_cast<double>(budgetBytes) / (1 << 20));
+  } else {
+    std::printf("  logical state   %8.1f MiB (hashmap: no budget)\n", logicalBytes / (1 << 20));
+  }
   std::printf(
       "  rocksdb on disk %8.1f MiB max (sampled every 100 ms), %.1f MiB at the last record\n",
       static_cast<double>(sampler.maxDirBytes()) / (1 << 20),
@@ -997,18 +1038,27 @@ Row runStateLtm(int64_t n) {
       "  RSS             %8.1f MiB peak (VmHWM), %.1f MiB at the last record, %.1f MiB after the "
       "job, %.1f MiB before it\n",
       peakMiB, p.rssAtLastRecordMiB, rssAfterMiB, rssBeforeMiB);
+  if (budgetBytes > 0) {
+    std::printf(
+        "  peak RSS - RSS before the job = %.1f MiB against a budget of %.0f MiB (%+.1f MiB)\n",
+        peakMiB - rssBeforeMiB, static_cast<double>(budgetBytes) / (1 << 20),
+        peakMiB - rssBeforeMiB - static_cast<double>(budgetBytes) / (1 << 20));
+  }
   std::printf("  records/s per tenth of the run (pass 1 inserts: the first %.1f tenths):\n   ",
-              std::min(10.0, 10.0 * static_cast<double>(kLtmKeys) / static_cast<double>(n)));
+              std::min(10.0, 10.0 * static_cast<double>(keys) / static_cast<double>(n)));
   for (double r : tenthRates) std::printf(" %s", si(r).c_str());
   std::printf("\n  last five tenths: min %s, max %s (%.2fx)\n", si(lastHalfMin).c_str(),
               si(lastHalfMax).c_str(), lastHalfMax > 0 ? lastHalfMin / lastHalfMax : 0.0);
   std::fflush(stdout);
 
   std::ostringstream extra;
-  extra << "\"state_backend\": \"rocksdb\", \"managed_memory_mib\": " << kLtmManagedMiB
-        << ", \"keys\": " << expectedKeys << ", \"payload_bytes\": " << kLtmPayloadBytes
-        << ", \"logical_state_mib\": " << logicalBytes / (1 << 20)
-        << ", \"state_to_budget\": " << logicalBytes / static_cast<double>(budgetBytes)
+  extra << "\"state_backend\": \"" << settings.backend
+        << "\", \"managed_memory_mib\": " << static_cast<double>(managedBytes) / (1 << 20)
+        << ", \"tiered_memory_mib\": " << static_cast<double>(tieredBytes) / (1 << 20)
+        << ", \"rss_before_job_mib\": " << rssBeforeMiB << ", \"keys\": " << expectedKeys
+        << ", \"payload_bytes\": " << payloadBytes
+        << ", \"logical_state_mib\": " << logicalBytes / (1 << 20) << ", \"state_to_budget\": "
+        << (budgetBytes > 0 ? logicalBytes / static_cast<double>(budgetBytes) : 0.0)
         << ", \"rocksdb_dir_max_mib\": " << static_cast<double>(sampler.maxDirBytes()) / (1 << 20)
         << ", \"rocksdb_dir_at_last_record_mib\": "
         << static_cast<double>(p.dirBytesAtLastRecord) / (1 << 20)
@@ -1330,6 +1380,20 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint-dir", checkpointDir,
                  "state.checkpoints.dir for --checkpoint-interval; default a fresh directory "
                  "under the system temp dir, removed at the end");
+  LtmSettings ltm;
+  app.add_option("--ltm-backend", ltm.backend, "state-ltm: state.backend.type (default rocksdb)")
+      ->check(CLI::IsMember({"hashmap", "rocksdb", "tiered"}));
+  app.add_option("--ltm-keys", ltm.keys,
+                 "state-ltm: distinct keys K (default 2000000); records default to 2 K")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--ltm-value-bytes", ltm.payloadBytes,
+                 "state-ltm: bytes of each key's string value (default 200, at least 16)")
+      ->check(CLI::Range(16, 1 << 24));
+  app.add_option("--ltm-managed-memory", ltm.managedMemory,
+                 "state-ltm: taskmanager.memory.managed.size, RocksDB's memory (default 64 mb)");
+  app.add_option(
+      "--ltm-tiered-memory", ltm.tieredMemory,
+      "state-ltm with --ltm-backend tiered: state.backend.tiered.memory (default 256 mb)");
   app.add_option("--json", jsonPath, "also write the results as JSON to this file");
   app.add_option("--repeat", repeat, "runs per row; the fastest is reported")
       ->check(CLI::Range(1, 1000));
@@ -1469,7 +1533,7 @@ int main(int argc, char** argv) {
         }
       }
     }
-    if (wanted("state-ltm")) rows.push_back(runStateLtm(count(2 * kLtmKeys)));
+    if (wanted("state-ltm")) rows.push_back(runStateLtm(count(2 * ltm.keys), ltm));
     const int64_t nexmarkEvents = events > 0 ? events : count(2'000'000);
     for (const std::string& name : nexmarkNames) {
       if (!wanted(name) && !wanted("nexmark")) continue;

@@ -1,5 +1,6 @@
 // state-bench: per-operation cost of keyed state, per backend (hashmap,
-// rocksdb), with 10K and 10M int64 keys. See bench/README.md ("State").
+// rocksdb, tiered), with 10K and 10M int64 keys, and the tiered backend with
+// its state at 10x its memory budget. See bench/README.md ("State").
 //
 // Every operation sets the current key the way a keyed operator does
 // (KeyedStateHandler::setCurrentKey): the key is serialized with
@@ -20,6 +21,13 @@
 //   SnapshotChecksum  the XXH3-64 pass alone over those snapshot bytes: its
 //                   share of SnapshotWrite is what the checksums cost a
 //                   checkpoint (issue 15)
+//   ValueGetUpdate/tiered/{zipf1.0,uniform}/10xBudget
+//                   value() + update() on the tiered backend with 4M keys
+//                   whose cached form would take 10x its budget (the budget
+//                   is calibrated from the bytes per cached entry), keys
+//                   drawn from a Zipf distribution (s = 1.0, hot keys
+//                   scattered over the key space) or uniformly; after a
+//                   warm-up of 2M operations
 //
 // One backend per (backend type, key count) is built on first use and kept
 // while the benchmarks of that pair run (they are registered together), then
@@ -27,18 +35,23 @@
 // benchmark that needs it, outside the timed loop (RocksDB then flushes and
 // compacts, so reads start from a settled database). RocksDB gets its own
 // managed-memory budget of kRocksDbBudget (block cache + memtables) and a
-// fresh directory under /tmp that is removed afterwards.
+// fresh directory under /tmp that is removed afterwards. The tiered backend
+// runs with its default budget (256 MiB: 10K keys fit), and in the 10x rows
+// with the calibrated budget and kTieredRocksDbBudget for its RocksDB.
 #include <malloc.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -56,6 +69,7 @@
 
 #include "core/checksum.h"
 #include "state/rocksdb_keyed_backend.h"
+#include "state/tiered_keyed_backend.h"
 
 namespace {
 
@@ -68,6 +82,10 @@ constexpr int32_t kMaxParallelism = 128;
 // of hashmap tables.
 int64_t userKeysFor(int64_t keys) { return keys >= 1'000'000 ? 2 : 4; }
 constexpr int64_t kRocksDbBudget = 256ll << 20;  // managed memory of the rocksdb backend
+// The tiered rows at 10x the budget: keys, and the RocksDB behind the cache.
+constexpr int64_t kTieredKeys = 4'000'000;
+constexpr int64_t kTieredRocksDbBudget = 64ll << 20;
+constexpr double kZipfExponent = 1.0;
 
 double rssMiB(const char* field) {
   std::ifstream status("/proc/self/status");
@@ -96,28 +114,87 @@ struct Rng {
   }
 };
 
+sluice::KeyedBackendParams benchParams() {
+  sluice::KeyedBackendParams params;
+  params.operatorName = "state-bench";
+  params.maxParallelism = kMaxParallelism;
+  params.keyGroupRange = sluice::KeyGroupRange{0, kMaxParallelism - 1};
+  params.keySchema = sluice::TypeSerializer<int64_t>::schema();
+  params.keyLength = [](const uint8_t* data, size_t size) -> size_t {
+    sluice::DataInputView in(data, size);
+    int64_t scratch = 0;
+    sluice::TypeSerializer<int64_t>::deserialize(scratch, in);
+    return in.position();
+  };
+  return params;
+}
+
+// The tiered backend's bytes per cached int64 value entry (tables and
+// entries, as it counts them), measured on 200K keys with room for all.
+double tieredBytesPerEntry() {
+  char pattern[] = "/tmp/sluice-state-bench-XXXXXX";
+  if (mkdtemp(pattern) == nullptr) throw std::runtime_error("mkdtemp failed");
+  sluice::KeyedBackendParams params = benchParams();
+  params.localDir = pattern;
+  params.managedMemoryBytes = 16 << 20;
+  params.tieredMemoryBytes = 1ll << 30;
+  constexpr int64_t kKeys = 200'000;
+  double perEntry = 0;
+  {
+    auto backend = sluice::createKeyedStateBackend(StateBackendType::kTiered, std::move(params));
+    auto& value = sluice::getOrCreateValueState<VoidNamespace>(
+        *backend, sluice::ValueStateDescriptor<int64_t>("value"));
+    std::vector<uint8_t> bytes;
+    for (int64_t k = 0; k < kKeys; ++k) {
+      bytes.clear();
+      sluice::DataOutputView out(bytes);
+      sluice::TypeSerializer<int64_t>::serialize(k, out);
+      backend->setCurrentKey(bytes.data(), bytes.size(),
+                             sluice::assignToKeyGroup(k, kMaxParallelism));
+      value.update(k);
+    }
+    const auto stats = static_cast<sluice::TieredKeyedStateBackend&>(*backend).cacheStats();
+    perEntry = static_cast<double>(stats.usedBytes) / static_cast<double>(stats.entries);
+    backend->dispose();
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(pattern, ec);
+  return perEntry;
+}
+
+// The tiered budget at which kTieredKeys values take 10x of it.
+int64_t tieredTenthBudget() {
+  static const int64_t budget = [] {
+    const double perEntry = tieredBytesPerEntry();
+    const auto b = static_cast<int64_t>(perEntry * static_cast<double>(kTieredKeys) / 10);
+    std::fprintf(stderr,
+                 "state-bench: tiered: %.1f bytes per cached value entry; %lld keys take "
+                 "%.1f MiB cached; 10x rows use a budget of %.1f MiB\n",
+                 perEntry, static_cast<long long>(kTieredKeys),
+                 perEntry * static_cast<double>(kTieredKeys) / (1 << 20),
+                 static_cast<double>(b) / (1 << 20));
+    return b;
+  }();
+  return budget;
+}
+
 // One backend with its states, and what has been populated so far.
 class Fixture {
  public:
-  Fixture(StateBackendType type, int64_t keys)
-      : type_(type), keys_(keys), userKeys_(userKeysFor(keys)) {
-    sluice::KeyedBackendParams params;
-    params.operatorName = "state-bench";
-    params.maxParallelism = kMaxParallelism;
-    params.keyGroupRange = sluice::KeyGroupRange{0, kMaxParallelism - 1};
-    params.keySchema = sluice::TypeSerializer<int64_t>::schema();
-    params.keyLength = [](const uint8_t* data, size_t size) -> size_t {
-      sluice::DataInputView in(data, size);
-      int64_t scratch = 0;
-      sluice::TypeSerializer<int64_t>::deserialize(scratch, in);
-      return in.position();
-    };
-    if (type == StateBackendType::kRocksDb) {
+  // tieredBudget 0: the default (state.backend.tiered.memory).
+  Fixture(StateBackendType type, int64_t keys, int64_t tieredBudget = 0)
+      : type_(type), keys_(keys), tieredBudget_(tieredBudget), userKeys_(userKeysFor(keys)) {
+    sluice::KeyedBackendParams params = benchParams();
+    if (type != StateBackendType::kHashMap) {
       char pattern[] = "/tmp/sluice-state-bench-XXXXXX";
       if (mkdtemp(pattern) == nullptr) throw std::runtime_error("mkdtemp failed");
       tmpDir_ = pattern;
       params.localDir = tmpDir_;
       params.managedMemoryBytes = kRocksDbBudget;
+    }
+    if (type == StateBackendType::kTiered && tieredBudget > 0) {
+      params.tieredMemoryBytes = tieredBudget;
+      params.managedMemoryBytes = kTieredRocksDbBudget;
     }
     backend_ = sluice::createKeyedStateBackend(type, std::move(params));
     value_ = &sluice::getOrCreateValueState<VoidNamespace>(
@@ -142,6 +219,8 @@ class Fixture {
 
   StateBackendType type() const { return type_; }
   int64_t keys() const { return keys_; }
+  int64_t tieredBudget() const { return tieredBudget_; }
+  sluice::KeyedStateBackend& backend() { return *backend_; }
   int64_t userKeys() const { return userKeys_; }
 
   // Exactly what KeyedStateHandler<int64_t>::setCurrentKey does.
@@ -171,13 +250,31 @@ class Fixture {
     return *map_;
   }
 
-  // Memory counters for a benchmark's report.
-  void report(benchmark::State& state) const {
+  // Memory counters for a benchmark's report; for tiered, also what the
+  // cache did per operation since `before`.
+  void report(benchmark::State& state,
+              const sluice::TieredKeyedStateBackend::CacheStats* before = nullptr) {
     state.counters["rss_MiB"] = rssMiB("VmRSS");
     if (type_ == StateBackendType::kRocksDb) {
       auto usage = static_cast<const sluice::RocksDbKeyedStateBackend&>(*backend_).memoryUsage();
       state.counters["cache_MiB"] = static_cast<double>(usage.blockCacheUsage) / (1 << 20);
     }
+    if (type_ == StateBackendType::kTiered) {
+      const auto stats = tieredStats();
+      state.counters["cache_MiB"] = static_cast<double>(stats.usedBytes) / (1 << 20);
+      state.counters["budget_MiB"] = static_cast<double>(stats.budgetBytes) / (1 << 20);
+      state.counters["peak_MiB"] = static_cast<double>(stats.peakUsedBytes) / (1 << 20);
+      state.counters["entries"] = static_cast<double>(stats.entries);
+      if (before != nullptr && state.iterations() > 0) {
+        const auto ops = static_cast<double>(state.iterations());
+        state.counters["loads_per_op"] = static_cast<double>(stats.loads - before->loads) / ops;
+        state.counters["evictions_per_op"] =
+            static_cast<double>(stats.evictions - before->evictions) / ops;
+      }
+    }
+  }
+  sluice::TieredKeyedStateBackend::CacheStats tieredStats() const {
+    return static_cast<const sluice::TieredKeyedStateBackend&>(*backend_).cacheStats();
   }
 
  private:
@@ -228,6 +325,11 @@ class Fixture {
     if (type_ == StateBackendType::kRocksDb) {
       static_cast<sluice::RocksDbKeyedStateBackend&>(*backend_).compactAll();
     }
+    if (type_ == StateBackendType::kTiered) {
+      auto& tiered = static_cast<sluice::TieredKeyedStateBackend&>(*backend_);
+      tiered.flush();
+      tiered.rocksDb().compactAll();
+    }
     const auto end = std::chrono::steady_clock::now();
     std::fprintf(stderr,
                  "state-bench: populated %s state of %s with %lld keys in %.1f s (+%.1f s "
@@ -239,6 +341,7 @@ class Fixture {
 
   StateBackendType type_;
   int64_t keys_;
+  int64_t tieredBudget_;
   int64_t userKeys_;
   std::string tmpDir_;
   std::unique_ptr<sluice::KeyedStateBackend> backend_;
@@ -257,12 +360,12 @@ std::unique_ptr<Fixture>& currentFixture() {
   return fixture;
 }
 
-Fixture& fixtureFor(StateBackendType type, int64_t keys) {
+Fixture& fixtureFor(StateBackendType type, int64_t keys, int64_t tieredBudget = 0) {
   auto& f = currentFixture();
-  if (!f || f->type() != type || f->keys() != keys) {
+  if (!f || f->type() != type || f->keys() != keys || f->tieredBudget() != tieredBudget) {
     f.reset();
     malloc_trim(0);  // hand the freed tables back, so the next rss_MiB is its own
-    f = std::make_unique<Fixture>(type, keys);
+    f = std::make_unique<Fixture>(type, keys, tieredBudget);
   }
   return *f;
 }
@@ -333,6 +436,71 @@ void BM_MapGet(benchmark::State& state, StateBackendType type, int64_t keys) {
   f.report(state);
 }
 
+// 2^22 key draws, cycled by the benchmark loop: Zipf(kZipfExponent) ranks
+// over `keys` (by inverting the CDF), each rank mapped to a key by a
+// multiplication modulo `keys` so that hot keys spread over key groups; or
+// uniform keys. Precomputed, so drawing costs one array read.
+const std::vector<int64_t>& keyDraws(int64_t keys, bool zipf) {
+  static std::map<std::pair<int64_t, bool>, std::vector<int64_t>> cache;
+  std::vector<int64_t>& draws = cache[{keys, zipf}];
+  if (!draws.empty()) return draws;
+  constexpr size_t kDraws = size_t{1} << 22;
+  draws.resize(kDraws);
+  Rng rng{static_cast<uint64_t>(keys) * 31 + (zipf ? 7 : 0)};
+  if (!zipf) {
+    for (int64_t& k : draws) k = rng.below(keys);
+    return draws;
+  }
+  std::vector<double> cdf(static_cast<size_t>(keys));
+  double sum = 0;
+  for (int64_t r = 0; r < keys; ++r) {
+    sum += 1.0 / std::pow(static_cast<double>(r + 1), kZipfExponent);
+    cdf[static_cast<size_t>(r)] = sum;
+  }
+  // 1,000,003 is prime and larger than the key counts used: a bijection.
+  constexpr uint64_t kSpread = 1'000'003;
+  for (int64_t& k : draws) {
+    const double u = static_cast<double>(rng.next() >> 11) * 0x1.0p-53 * sum;
+    const auto rank =
+        static_cast<uint64_t>(std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin());
+    k = static_cast<int64_t>((rank * kSpread) % static_cast<uint64_t>(keys));
+  }
+  return draws;
+}
+
+// value() + update() with keys from `draws`, after a warm-up of 2M
+// operations the first time a fixture runs this distribution.
+void BM_ValueGetUpdateDraws(benchmark::State& state, int64_t keys, int64_t budget, bool zipf) {
+  Fixture& f = fixtureFor(StateBackendType::kTiered, keys, budget);
+  auto& value = f.value();
+  const std::vector<int64_t>& draws = keyDraws(keys, zipf);
+  const size_t mask = draws.size() - 1;
+  // Every run (Google Benchmark makes several) continues the sequence where
+  // the last one stopped: starting over would make the next run hit what
+  // the last one cached.
+  static std::map<std::pair<const Fixture*, bool>, size_t> positions;
+  size_t& i = positions[{&f, zipf}];
+  int64_t missing = 0;
+  auto step = [&] {
+    f.setCurrentKey(draws[i++ & mask]);
+    std::optional<int64_t> v = value.value();
+    if (!v) [[unlikely]] {
+      ++missing;
+      v = 0;
+    }
+    value.update(*v + 1);
+  };
+  static std::set<std::pair<const Fixture*, bool>> warmed;
+  if (warmed.insert({&f, zipf}).second) {
+    for (int n = 0; n < 2'000'000; ++n) step();
+  }
+  const auto before = f.tieredStats();
+  for (auto _ : state) step();
+  if (missing != 0) state.SkipWithError("ValueGetUpdate: a populated key had no value");
+  state.SetItemsProcessed(state.iterations());
+  f.report(state, &before);
+}
+
 // 1M entries over 128 key groups, as a hashmap snapshot writes them.
 std::string writeSnapshot() {
   std::ostringstream out;
@@ -385,10 +553,9 @@ void registerAll() {
     double minTime;
   };
   const Pair pairs[] = {
-      {StateBackendType::kHashMap, 10'000, 0.5},
-      {StateBackendType::kHashMap, 10'000'000, 1.0},
-      {StateBackendType::kRocksDb, 10'000, 0.5},
-      {StateBackendType::kRocksDb, 10'000'000, 1.0},
+      {StateBackendType::kHashMap, 10'000, 0.5}, {StateBackendType::kHashMap, 10'000'000, 1.0},
+      {StateBackendType::kRocksDb, 10'000, 0.5}, {StateBackendType::kRocksDb, 10'000'000, 1.0},
+      {StateBackendType::kTiered, 10'000, 0.5},
   };
   for (const Pair& p : pairs) {
     const char* backend = sluice::stateBackendTypeName(p.backend);
@@ -404,6 +571,19 @@ void registerAll() {
     add("ListAdd", BM_ListAdd);
     add("MapPut", BM_MapPut);
     add("MapGet", BM_MapGet);
+  }
+  // The tiered backend with its state at 10x its budget. The budget is
+  // calibrated when the first of these runs.
+  for (bool zipf : {true, false}) {
+    const std::string name =
+        std::string("ValueGetUpdate/tiered/") + (zipf ? "zipf1.0" : "uniform") + "/10xBudget";
+    benchmark::RegisterBenchmark(name.c_str(),
+                                 [zipf](benchmark::State& state) {
+                                   BM_ValueGetUpdateDraws(state, kTieredKeys, tieredTenthBudget(),
+                                                          zipf);
+                                 })
+        ->MinTime(2.0)
+        ->Unit(benchmark::kNanosecond);
   }
   benchmark::RegisterBenchmark("SnapshotWrite/1M", BM_SnapshotWrite)->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("SnapshotChecksum/1M", BM_SnapshotChecksum)

@@ -266,8 +266,8 @@ class StreamExecutionEnvironment {
   StreamExecutionEnvironment& setAutoWatermarkInterval(std::chrono::milliseconds interval);
   bool isChainingEnabled() const { return state_->chainingEnabled; }
   const Configuration& getConfiguration() const { return state_->config; }
-  // The keyed state backend of every keyed operator: "hashmap" or "rocksdb"
-  // (sets state.backend.type; see docs/state.md).
+  // The keyed state backend of every keyed operator: "hashmap", "rocksdb" or
+  // "tiered" (sets state.backend.type; see docs/state.md).
   StreamExecutionEnvironment& setStateBackend(const std::string& type);
   StreamExecutionEnvironment& setStateBackend(StateBackendType type);
   // Replaces the processing-time clock of the job's operators (state TTL,

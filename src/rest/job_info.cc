@@ -140,7 +140,10 @@ JobInfo describeJob(runtime::JobRun& run) {
   c.externalized = !cc.checkpointsBase.empty();
   c.deleteOnCancellation = !cc.retainOnCancellation;
   const std::string backend = run.configuration().get(options::kStateBackendType);
-  c.stateBackend = backend == "rocksdb" ? "EmbeddedRocksDBStateBackend" : "HashMapStateBackend";
+  // Flink's class names; the tiered backend is Sluice's own.
+  c.stateBackend = backend == "rocksdb"  ? "EmbeddedRocksDBStateBackend"
+                   : backend == "tiered" ? "TieredStateBackend"
+                                         : "HashMapStateBackend";
   c.checkpointStorage =
       cc.checkpointsBase.empty() ? "JobManagerCheckpointStorage" : "FileSystemCheckpointStorage";
   c.tolerableFailures = cc.tolerableFailures;

@@ -12,6 +12,7 @@ namespace sluice::internal {
 
 std::unique_ptr<KeyedStateBackendFactory> makeHashMapBackendFactory();
 std::unique_ptr<KeyedStateBackendFactory> makeRocksDbBackendFactory();
+std::unique_ptr<KeyedStateBackendFactory> makeTieredBackendFactory();
 
 // Every built-in factory, registered when the registry is first used.
 std::vector<std::unique_ptr<KeyedStateBackendFactory>> builtinKeyedStateBackendFactories();

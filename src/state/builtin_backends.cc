@@ -6,6 +6,7 @@ std::vector<std::unique_ptr<KeyedStateBackendFactory>> builtinKeyedStateBackendF
   std::vector<std::unique_ptr<KeyedStateBackendFactory>> factories;
   factories.push_back(makeHashMapBackendFactory());
   factories.push_back(makeRocksDbBackendFactory());
+  factories.push_back(makeTieredBackendFactory());
   return factories;
 }
 

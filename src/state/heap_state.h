@@ -253,6 +253,27 @@ class ObjectTable {
   size_t size() const { return size_; }
   size_t capacity() const { return mask_ + 1; }
 
+  // For walking a table slot by slot (the tiered backend's eviction): the
+  // slot at index `i` < capacity(), or null when it is empty.
+  char* slotAt(size_t i) const { return ctrl_[i] == 0 ? nullptr : slots_ + i * stride_; }
+  // Removes the entry at index `i` (which must be occupied). Entries later
+  // in its probe run may move back, possibly into `i`.
+  void eraseAt(size_t i);
+  // Whether inserting one more entry reallocates the table (doubling it).
+  bool growsOnInsert() const { return size_ + 1 > capacity() - capacity() / 8; }
+  // The bytes the table allocates at `capacity` slots (control bytes and
+  // slots); allocatedBytes() at its current capacity.
+  size_t bytesAt(size_t capacity) const { return capacity * (stride_ + 1); }
+  size_t allocatedBytes() const { return bytesAt(capacity()); }
+  // Moves every entry into a new array of `capacity` slots, a power of two
+  // of at least 16 that keeps size() within the load limit (shrinking a
+  // table that eviction left sparse).
+  void rehash(size_t capacity);
+  // rehash(), leaving out (destroying) the entries for whose slot `drop`
+  // returns true: removing many entries in one pass, where erase() would
+  // shift each one's probe run. What is kept must fit `capacity`.
+  void rebuild(size_t capacity, const std::function<bool(const char* slot)>& drop);
+
   template <class F>
   void forEach(F&& f) const {
     for (size_t i = 0; i < capacity(); ++i) {
@@ -268,7 +289,6 @@ class ObjectTable {
   static uint8_t tagOf(uint64_t h) { return static_cast<uint8_t>(h | 0x80); }
   void allocate(size_t capacity);
   void release() noexcept;
-  void grow();
 
   const internal::StateType& type_;
   size_t objectOffset_;

@@ -105,8 +105,8 @@ std::pair<char*, bool> ObjectTable::tryEmplace(std::string_view key) {
     char* slot = slots_ + i * stride_;
     if (c == tag && keyOf(slot) == key) return {slot, false};
   }
-  if (size_ + 1 > capacity() - capacity() / 8) {
-    grow();
+  if (growsOnInsert()) {
+    rehash(capacity() * 2);
     return tryEmplace(key);
   }
   char* slot = slots_ + i * stride_;
@@ -131,6 +131,12 @@ bool ObjectTable::erase(std::string_view key) {
     if (c == 0) return false;
     if (c == tag && keyOf(slots_ + i * stride_) == key) break;
   }
+  eraseAt(i);
+  return true;
+}
+
+void ObjectTable::eraseAt(size_t i) {
+  SLUICE_ASSERT(i < capacity() && ctrl_[i] != 0, "ObjectTable::eraseAt of an empty slot");
   char* holeSlot = slots_ + i * stride_;
   type_.destroy(objectOf(holeSlot));
   reinterpret_cast<KeyBytes*>(holeSlot)->~KeyBytes();
@@ -155,17 +161,21 @@ bool ObjectTable::erase(std::string_view key) {
   }
   ctrl_[hole] = 0;
   --size_;
-  return true;
 }
 
-void ObjectTable::grow() {
+void ObjectTable::rehash(size_t newCapacity) { rebuild(newCapacity, nullptr); }
+
+void ObjectTable::rebuild(size_t newCapacity, const std::function<bool(const char*)>& drop) {
+  SLUICE_ASSERT(newCapacity >= 16 && (newCapacity & (newCapacity - 1)) == 0 &&
+                    (drop || size_ < newCapacity - newCapacity / 8),
+                "ObjectTable::rehash to a capacity that is no power of two >= 16 or too small");
   uint8_t* oldCtrl = ctrl_;
   char* oldSlots = slots_;
   const size_t oldCapacity = capacity();
   const size_t oldSize = size_;
   ctrl_ = nullptr;
   try {
-    allocate(oldCapacity * 2);
+    allocate(newCapacity);
   } catch (...) {
     ctrl_ = oldCtrl;
     slots_ = oldSlots;
@@ -179,6 +189,13 @@ void ObjectTable::grow() {
   for (size_t j = 0; j < oldCapacity; ++j) {
     if (oldCtrl[j] == 0) continue;
     char* from = oldSlots + j * stride_;
+    if (drop && drop(from)) {
+      type_.destroy(objectOf(from));
+      reinterpret_cast<KeyBytes*>(from)->~KeyBytes();
+      continue;
+    }
+    SLUICE_ASSERT(size_ < capacity() - capacity() / 8,
+                  "ObjectTable::rebuild keeps more entries than the new capacity holds");
     const uint64_t h = mix(BytesHash{}(keyOf(from)));
     size_t i = h >> shift_;
     while (ctrl_[i] != 0) i = (i + 1) & mask_;

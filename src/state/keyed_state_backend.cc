@@ -63,8 +63,9 @@ StateBackendType parseStateBackendType(std::string_view text) {
   const std::string name = keyedStateBackendFactory(text).name();
   if (name == "rocksdb") return StateBackendType::kRocksDb;
   if (name == "hashmap") return StateBackendType::kHashMap;
+  if (name == "tiered") return StateBackendType::kTiered;
   throw SluiceException("state.backend.type '" + std::string(text) +
-                        "' is not one of the built-in backends 'hashmap' and 'rocksdb'");
+                        "' is not one of the built-in backends 'hashmap', 'rocksdb' and 'tiered'");
 }
 
 // ---------------------------------------------------------------------------
@@ -134,6 +135,7 @@ const char* stateBackendTypeName(StateBackendType type) {
   switch (type) {
     case StateBackendType::kHashMap: return "hashmap";
     case StateBackendType::kRocksDb: return "rocksdb";
+    case StateBackendType::kTiered: return "tiered";
   }
   return "unknown";
 }
@@ -229,10 +231,11 @@ std::unique_ptr<StateSnapshotWriter> KeyedStateBackend::nativeSnapshot(int64_t) 
 void KeyedStateBackend::restoreNative(const std::vector<KeyedStateHandleRef>&) {
   throw SluiceException("operator '" + params_.operatorName +
                         "' restores from an incremental RocksDB checkpoint, which only the "
-                        "rocksdb state backend can read (this operator's backend is '" +
+                        "rocksdb and tiered state backends can read (this operator's backend is "
+                        "'" +
                         name() +
-                        "'); set state.backend.type: rocksdb, or restore from a savepoint "
-                        "(savepoints are canonical)");
+                        "'); set state.backend.type: rocksdb (or tiered), or restore from a "
+                        "savepoint (savepoints are canonical)");
 }
 
 std::unique_ptr<KeyedStateBackend> createKeyedStateBackend(StateBackendType type,

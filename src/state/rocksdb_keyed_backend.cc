@@ -163,6 +163,31 @@ struct RocksDbKeyedStateBackend::Impl {
   std::map<std::string, std::unique_ptr<ColumnFamily>> columnFamilies;
   rocksdb::WriteOptions writeOptions;
   rocksdb::ReadOptions readOptions;
+  RocksDbKeyedStateBackend::Tuning tuning;
+  // Writes collected by batchPut() and friends, until writePending(): their
+  // bytes in one buffer, and where each one's are.
+  enum class Op : uint8_t { kPut, kDelete, kMerge };
+  struct PendingWrite {
+    ColumnFamily* cf;
+    Op op;
+    size_t key;  // offset in pendingBytes; the value follows the key
+    uint32_t keySize;
+    uint32_t valueSize;
+  };
+  std::string pendingBytes;
+  std::vector<PendingWrite> pending;
+  std::vector<uint32_t> pendingOrder;
+  rocksdb::WriteBatch batch;
+
+  void addPending(ColumnFamily& cf, Op op, std::string_view key, std::string_view value) {
+    if (key.size() > UINT32_MAX || value.size() > UINT32_MAX) {
+      throw SluiceException("a RocksDB write of more than 4 GiB for " + cf.what);
+    }
+    pending.push_back({&cf, op, pendingBytes.size(), static_cast<uint32_t>(key.size()),
+                       static_cast<uint32_t>(value.size())});
+    pendingBytes.append(key);
+    pendingBytes.append(value);
+  }
 
   rocksdb::DB* db() const {
     if (database == nullptr) [[unlikely]] {
@@ -204,7 +229,7 @@ std::shared_ptr<Database> openDatabase(const std::string& path, bool existing,
                                        const std::shared_ptr<RocksDbSharedResources>& resources,
                                        const std::shared_ptr<OwnedDirectory>& workDir,
                                        const Clock* clock, const std::string& description,
-                                       ColumnFamilyMap& cfsOut) {
+                                       bool memtableBloomFilter, ColumnFamilyMap& cfsOut) {
   const rocksdb::DBOptions dbOptions = rocksdbutil::makeDbOptions(*resources, true);
   std::vector<std::string> names;
   if (existing) {
@@ -224,8 +249,8 @@ std::shared_ptr<Database> openDatabase(const std::string& path, bool existing,
       meta.name = name;
     }
     configs.push_back(std::make_shared<rocksdbutil::TtlFilterConfig>(meta, clock));
-    descriptors.emplace_back(name,
-                             rocksdbutil::makeColumnFamilyOptions(*resources, configs.back()));
+    descriptors.emplace_back(name, rocksdbutil::makeColumnFamilyOptions(*resources, configs.back(),
+                                                                        memtableBloomFilter));
   }
 
   auto database = std::make_shared<Database>();
@@ -256,7 +281,11 @@ std::shared_ptr<Database> openDatabase(const std::string& path, bool existing,
 }  // namespace
 
 RocksDbKeyedStateBackend::RocksDbKeyedStateBackend(KeyedBackendParams params)
+    : RocksDbKeyedStateBackend(std::move(params), Tuning()) {}
+
+RocksDbKeyedStateBackend::RocksDbKeyedStateBackend(KeyedBackendParams params, Tuning tuning)
     : KeyedStateBackend(std::move(params)), impl_(std::make_unique<Impl>()) {
+  impl_->tuning = tuning;
   const KeyedBackendParams& p = this->params();
   impl_->description =
       "operator '" + p.operatorName + "' (subtask " + std::to_string(p.subtaskIndex) + ")";
@@ -285,8 +314,9 @@ RocksDbKeyedStateBackend::RocksDbKeyedStateBackend(KeyedBackendParams params)
   rocksdbutil::removeAbandonedWorkingDirectoriesOnce(base);
   const std::string dbPath =
       (fs::path(impl_->workDirPath) / ("db-" + std::to_string(impl_->generation))).string();
-  impl_->database = openDatabase(dbPath, false, {}, impl_->resources, impl_->workDir, p.clock,
-                                 impl_->description, impl_->columnFamilies);
+  impl_->database =
+      openDatabase(dbPath, false, {}, impl_->resources, impl_->workDir, p.clock, impl_->description,
+                   tuning.memtableBloomFilter, impl_->columnFamilies);
 }
 
 RocksDbKeyedStateBackend::~RocksDbKeyedStateBackend() { dispose(); }
@@ -313,7 +343,8 @@ RocksDbKeyedStateBackend::ColumnFamily& RocksDbKeyedStateBackend::columnFamily(
     cf->name = meta.name;
     cf->what = impl_->stateWhat(meta.name);
     cf->ttl = std::make_shared<rocksdbutil::TtlFilterConfig>(meta, params().clock);
-    check(db->CreateColumnFamily(rocksdbutil::makeColumnFamilyOptions(*impl_->resources, cf->ttl),
+    check(db->CreateColumnFamily(rocksdbutil::makeColumnFamilyOptions(
+                                     *impl_->resources, cf->ttl, impl_->tuning.memtableBloomFilter),
                                  meta.name, &cf->handle),
           "CreateColumnFamily", cf->what);
     impl_->database->handles.push_back(cf->handle);
@@ -357,6 +388,66 @@ void RocksDbKeyedStateBackend::removePrefix(ColumnFamily& cf, std::string_view p
     }
   }
   if (batch.Count() > 0) check(impl_->db()->Write(impl_->writeOptions, &batch), "Write", cf.what);
+}
+
+void RocksDbKeyedStateBackend::batchPut(ColumnFamily& cf, std::string_view key,
+                                        std::string_view value) {
+  impl_->addPending(cf, Impl::Op::kPut, key, value);
+}
+
+void RocksDbKeyedStateBackend::batchRemove(ColumnFamily& cf, std::string_view key) {
+  impl_->addPending(cf, Impl::Op::kDelete, key, {});
+}
+
+void RocksDbKeyedStateBackend::batchMerge(ColumnFamily& cf, std::string_view key,
+                                          std::string_view operand) {
+  impl_->addPending(cf, Impl::Op::kMerge, key, operand);
+}
+
+size_t RocksDbKeyedStateBackend::pendingBytes() const { return impl_->pendingBytes.size(); }
+
+void RocksDbKeyedStateBackend::writePending() {
+  Impl& m = *impl_;
+  if (m.pending.empty()) return;
+  rocksdb::DB* db = m.db();
+  auto keyOf = [&m](const Impl::PendingWrite& w) {
+    return std::string_view(m.pendingBytes).substr(w.key, w.keySize);
+  };
+  auto valueOf = [&m](const Impl::PendingWrite& w) {
+    return slice(std::string_view(m.pendingBytes).substr(w.key + w.keySize, w.valueSize));
+  };
+  m.pendingOrder.resize(m.pending.size());
+  for (uint32_t i = 0; i < m.pendingOrder.size(); ++i) m.pendingOrder[i] = i;
+  // Stable by the index as the last criterion (std::stable_sort would take a
+  // temporary buffer from the nothrow operator new).
+  std::sort(m.pendingOrder.begin(), m.pendingOrder.end(), [&](uint32_t a, uint32_t b) {
+    const Impl::PendingWrite& x = m.pending[a];
+    const Impl::PendingWrite& y = m.pending[b];
+    if (x.cf != y.cf) return std::less<const ColumnFamily*>()(x.cf, y.cf);
+    const int c = keyOf(x).compare(keyOf(y));
+    return c != 0 ? c < 0 : a < b;
+  });
+  m.batch.Clear();
+  for (uint32_t i : m.pendingOrder) {
+    const Impl::PendingWrite& w = m.pending[i];
+    const rocksdb::Slice key = slice(keyOf(w));
+    switch (w.op) {
+      case Impl::Op::kPut:
+        check(m.batch.Put(w.cf->handle, key, valueOf(w)), "WriteBatch::Put", w.cf->what);
+        break;
+      case Impl::Op::kDelete:
+        check(m.batch.Delete(w.cf->handle, key), "WriteBatch::Delete", w.cf->what);
+        break;
+      case Impl::Op::kMerge:
+        check(m.batch.Merge(w.cf->handle, key, valueOf(w)), "WriteBatch::Merge", w.cf->what);
+        break;
+    }
+  }
+  m.pending.clear();
+  m.pendingBytes.clear();
+  const rocksdb::Status s = db->Write(m.writeOptions, &m.batch);
+  m.batch.Clear();
+  check(s, "Write", m.description);
 }
 
 RocksDbKeyedStateBackend::PrefixIterator::PrefixIterator(std::unique_ptr<Impl> impl)
@@ -885,7 +976,7 @@ void RocksDbKeyedStateBackend::restoreIncremental(
     ColumnFamilyMap columnFamilies;
     std::shared_ptr<Database> database =
         openDatabase(dbDir.string(), true, metas, impl_->resources, impl_->workDir, params().clock,
-                     impl_->description, columnFamilies);
+                     impl_->description, impl_->tuning.memtableBloomFilter, columnFamilies);
     // The empty database goes (with its directory); no state refers to it.
     impl_->database = std::move(database);
     impl_->columnFamilies = std::move(columnFamilies);

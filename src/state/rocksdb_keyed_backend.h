@@ -68,6 +68,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -83,9 +84,19 @@ namespace sluice {
 
 class RocksDbKeyedStateBackend final : public KeyedStateBackend {
  public:
+  // Options of the databases that differ from the rocksdb backend's, for
+  // the tiered backend, whose RocksDB this is.
+  struct Tuning {
+    // A whole-key bloom filter per memtable, so that a Get of a key the
+    // memtable does not hold skips the memtable's skip list: a cache in
+    // front reads mostly keys written long ago.
+    bool memtableBloomFilter = false;
+  };
+
   // Creates the working directory and opens an empty database in it. Throws
   // SluiceException when the directory cannot be created or RocksDB fails.
   explicit RocksDbKeyedStateBackend(KeyedBackendParams params);
+  RocksDbKeyedStateBackend(KeyedBackendParams params, Tuning tuning);
   ~RocksDbKeyedStateBackend() override;
 
   const char* name() const override { return "rocksdb"; }
@@ -231,6 +242,24 @@ class RocksDbKeyedStateBackend final : public KeyedStateBackend {
   // Removes every entry whose key starts with `prefix`.
   void removePrefix(ColumnFamily& cf, std::string_view prefix);
 
+  // Writes applied together: the batch*() calls collect puts, removals and
+  // merges (copying the bytes), writePending() applies them in one
+  // WriteBatch, sorted by column family and key (a stable sort: writes of one
+  // key keep their order), so that the memtables' skip lists are filled in
+  // order, each insert starting where the last one ended. Reads do not see
+  // collected writes before that. (The tiered backend's write-back of evicted
+  // and flushed entries.)
+  void batchPut(ColumnFamily& cf, std::string_view key, std::string_view value);
+  void batchRemove(ColumnFamily& cf, std::string_view key);
+  void batchMerge(ColumnFamily& cf, std::string_view key, std::string_view operand);
+  // Bytes collected and not written yet.
+  size_t pendingBytes() const;
+  void writePending();
+
+  // The states restored by restore(), restoreNative() or
+  // restoreIncremental(), by name.
+  const std::map<std::string, StateMetaInfo>& restoredStates() const { return restoredMeta_; }
+
   // Iterates, in key order, the entries whose keys start with a prefix, as
   // they were when the iterator was created (later writes are not seen, so
   // removing entries while iterating is safe). Keeps the database open while
@@ -264,5 +293,14 @@ class RocksDbKeyedStateBackend final : public KeyedStateBackend {
 // buffer manager sized from the slot's managed memory.
 std::shared_ptr<RocksDbSharedResources> createRocksDbSharedResources(
     int64_t managedMemoryBytes, double writeBufferRatio = 0.5, double highPriorityPoolRatio = 0.1);
+
+namespace internal {
+// What the rocksdb factory sets in `params` for an operator subtask: the
+// working directory (state.backend.rocksdb.localdir) and the memory budget
+// (the slot's managed memory, shared through a slot resource unless
+// state.backend.rocksdb.memory.managed is false). The tiered factory uses
+// it for its RocksDB too.
+void configureRocksDbParams(KeyedBackendParams& params, OperatorContext& context);
+}  // namespace internal
 
 }  // namespace sluice

@@ -113,25 +113,29 @@ void RocksDbKeyedStateBackend::restoreNative(const std::vector<KeyedStateHandleR
 
 namespace internal {
 
+void configureRocksDbParams(KeyedBackendParams& params, OperatorContext& context) {
+  const Configuration& config = context.configuration();
+  params.localDir = config.get(options::kStateBackendRocksDbLocalDir);
+  const int64_t budget = context.managedMemoryPerSlot();
+  params.managedMemoryBytes = budget;
+  if (!config.get(options::kStateBackendRocksDbMemoryManaged)) return;
+  const double writeBufferRatio = config.get(options::kStateBackendRocksDbMemoryWriteBufferRatio);
+  const double highPrioRatio = config.get(options::kStateBackendRocksDbMemoryHighPrioPoolRatio);
+  // One cache and write buffer manager per slot, shared by every RocksDB
+  // state of the slot's operators, as Flink does with managed memory.
+  params.sharedResources = std::static_pointer_cast<RocksDbSharedResources>(
+      context.slotResource("rocksdb.managed-memory", [&]() -> std::shared_ptr<void> {
+        return createRocksDbSharedResources(budget, writeBufferRatio, highPrioRatio);
+      }));
+}
+
 namespace {
 
 class RocksDbBackendFactory final : public KeyedStateBackendFactory {
  public:
   const char* name() const override { return "rocksdb"; }
   void configure(KeyedBackendParams& params, OperatorContext& context) const override {
-    const Configuration& config = context.configuration();
-    params.localDir = config.get(options::kStateBackendRocksDbLocalDir);
-    const int64_t budget = context.managedMemoryPerSlot();
-    params.managedMemoryBytes = budget;
-    if (!config.get(options::kStateBackendRocksDbMemoryManaged)) return;
-    const double writeBufferRatio = config.get(options::kStateBackendRocksDbMemoryWriteBufferRatio);
-    const double highPrioRatio = config.get(options::kStateBackendRocksDbMemoryHighPrioPoolRatio);
-    // One cache and write buffer manager per slot, shared by every RocksDB
-    // state of the slot's operators, as Flink does with managed memory.
-    params.sharedResources = std::static_pointer_cast<RocksDbSharedResources>(
-        context.slotResource("rocksdb.managed-memory", [&]() -> std::shared_ptr<void> {
-          return createRocksDbSharedResources(budget, writeBufferRatio, highPrioRatio);
-        }));
+    configureRocksDbParams(params, context);
   }
   std::unique_ptr<KeyedStateBackend> create(KeyedBackendParams params) const override {
     return std::make_unique<RocksDbKeyedStateBackend>(std::move(params));

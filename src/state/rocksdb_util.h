@@ -104,9 +104,12 @@ rocksdb::DBOptions makeDbOptions(const RocksDbSharedResources& resources, bool i
 // The options of one column family: the shared cache with partitioned bloom
 // filters and a partitioned (two-level) index, cached, with the top levels
 // and L0's blocks pinned; the list-append merge operator; a
-// TTL compaction filter factory reading `ttl`.
+// TTL compaction filter factory reading `ttl`. With `memtableBloomFilter`,
+// a whole-key bloom filter per memtable (see RocksDbKeyedStateBackend::
+// Tuning).
 rocksdb::ColumnFamilyOptions makeColumnFamilyOptions(const RocksDbSharedResources& resources,
-                                                     std::shared_ptr<TtlFilterConfig> ttl);
+                                                     std::shared_ptr<TtlFilterConfig> ttl,
+                                                     bool memtableBloomFilter = false);
 
 // ---------------------------------------------------------------------------
 // Working directories

@@ -68,7 +68,8 @@ INSTANTIATE_TEST_SUITE_P(
     Backends, CheckpointRecoveryTest,
     ::testing::Values(RecoveryCase{"hashmap", 1, true}, RecoveryCase{"hashmap", 4, true},
                       RecoveryCase{"rocksdb", 1, true}, RecoveryCase{"rocksdb", 4, true},
-                      RecoveryCase{"hashmap", 2, false}, RecoveryCase{"rocksdb", 2, false}),
+                      RecoveryCase{"hashmap", 2, false}, RecoveryCase{"rocksdb", 2, false},
+                      RecoveryCase{"tiered", 2, true}),
     [](const auto& info) {
       return info.param.backend + "_p" + std::to_string(info.param.parallelism) +
              (info.param.withDirectory ? "_files" : "_memory");
@@ -291,7 +292,7 @@ TEST(SavepointTest, StopResumeAcrossParallelismsAndBackendsEqualsAnUninterrupted
   std::vector<Row> all;
   std::string savepoint;
   const std::vector<std::pair<int, std::string>> runs = {
-      {1, "hashmap"}, {2, "rocksdb"}, {3, "hashmap"}, {1, "rocksdb"}};
+      {1, "hashmap"}, {2, "rocksdb"}, {3, "tiered"}, {1, "rocksdb"}};
   for (size_t r = 0; r < runs.size(); ++r) {
     // The savepoint goes through the configuration, as with -D.
     Configuration config;

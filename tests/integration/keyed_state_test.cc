@@ -96,6 +96,8 @@ TEST_P(KeyedStateJobTest, EveryPrimitiveHoldsExactlyItsKeysValues) {
   TempDir dir("keyed-state");
   Configuration config;
   config.setString("state.backend.rocksdb.localdir", dir.path().string());
+  // Tiered: small enough that entries are evicted and reloaded all the time.
+  config.setString("state.backend.tiered.memory", "64 kb");
   StreamExecutionEnvironment env(config);
   env.setParallelism(2).setStateBackend(GetParam());
   auto reports = collectInto(env.fromSequence(0, kRecords - 1)
@@ -133,6 +135,7 @@ TEST_P(KeyedStateJobTest, KeyedReduceKeepsItsRunningValueInTheBackend) {
   Configuration config;
   config.setString("state.backend.type", GetParam());
   config.setString("state.backend.rocksdb.localdir", dir.path().string());
+  config.setString("state.backend.tiered.memory", "64 kb");
   StreamExecutionEnvironment env(config);
   env.setParallelism(2);
   auto sums =
@@ -152,7 +155,8 @@ TEST_P(KeyedStateJobTest, KeyedReduceKeepsItsRunningValueInTheBackend) {
   EXPECT_EQ(finals, expected);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, KeyedStateJobTest, ::testing::Values("hashmap", "rocksdb"),
+INSTANTIATE_TEST_SUITE_P(Backends, KeyedStateJobTest,
+                         ::testing::Values("hashmap", "rocksdb", "tiered"),
                          [](const auto& info) { return info.param; });
 
 class StatefulMap final : public RichMapFunction<int64_t, int64_t> {

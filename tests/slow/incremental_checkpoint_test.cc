@@ -2,7 +2,8 @@
 // stored once in <job>/shared and referenced by every checkpoint that holds
 // them; a file is deleted only when no retained checkpoint refers to it, and
 // what an aborted checkpoint stored goes with it. Restores (at the same and
-// at another parallelism) give exactly the state of the checkpoint.
+// at another parallelism) give exactly the state of the checkpoint, also
+// from the tiered backend into rocksdb and back (the same native files).
 #include <set>
 
 #include "checkpoint/checkpoint_metadata.h"
@@ -37,10 +38,12 @@ std::map<std::string, std::vector<std::string>> referencedFiles(const fs::path& 
 // Enough records that the source never runs dry before the test stops it.
 constexpr int64_t kCount = 1'000'000;
 
-Configuration incrementalConfig() {
+// The tiered backend gets a budget small enough that it evicts all the time.
+Configuration incrementalConfig(const std::string& backend = "rocksdb") {
   Configuration config;
-  config.setString("state.backend.type", "rocksdb");
+  config.setString("state.backend.type", backend);
   config.setString("state.backend.incremental", "true");
+  config.setString("state.backend.tiered.memory", "64 kb");
   return config;
 }
 
@@ -59,8 +62,8 @@ struct IncrementalRun {
 constexpr int64_t kChunk = 500;
 
 IncrementalRun runIncremental(const TempDir& dir, int parallelism, int retained, int checkpoints,
-                              int64_t count) {
-  StreamExecutionEnvironment env(incrementalConfig());
+                              int64_t count, const std::string& backend = "rocksdb") {
+  StreamExecutionEnvironment env(incrementalConfig(backend));
   env.setParallelism(parallelism);
   env.enableCheckpointing(std::chrono::hours(1));  // the test triggers every checkpoint
   env.getCheckpointConfig()
@@ -144,6 +147,9 @@ TEST(IncrementalCheckpointTest, UnreferencedFilesAreDeletedAndOnlyThose) {
 struct RescaleCase {
   int from;
   int to;
+  // The backend before and after: rocksdb and tiered share the native format.
+  const char* fromBackend = "rocksdb";
+  const char* toBackend = "rocksdb";
 };
 
 class IncrementalRestoreTest : public ::testing::TestWithParam<RescaleCase> {};
@@ -155,12 +161,12 @@ TEST_P(IncrementalRestoreTest, ARetainedCheckpointRestoresTheExactState) {
   const RescaleCase c = GetParam();
   TempDir dir("incremental-restore");
   const int64_t count = 40000;
-  IncrementalRun first = runIncremental(dir, c.from, 1, 8, count);
+  IncrementalRun first = runIncremental(dir, c.from, 1, 8, count, c.fromBackend);
   const auto refs = referencedFiles(first.jobDir);
   ASSERT_EQ(refs.size(), 1u);
   const std::string checkpoint = refs.begin()->first;
 
-  Configuration config = incrementalConfig();
+  Configuration config = incrementalConfig(c.toBackend);
   config.setString("execution.savepoint.path", checkpoint);
   StreamExecutionEnvironment env(config);
   env.setParallelism(c.to);
@@ -179,10 +185,18 @@ TEST_P(IncrementalRestoreTest, ARetainedCheckpointRestoresTheExactState) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Parallelisms, IncrementalRestoreTest,
-                         ::testing::Values(RescaleCase{2, 2}, RescaleCase{2, 3}, RescaleCase{3, 1}),
+                         ::testing::Values(RescaleCase{2, 2}, RescaleCase{2, 3}, RescaleCase{3, 1},
+                                           RescaleCase{2, 3, "tiered", "rocksdb"},
+                                           RescaleCase{3, 2, "rocksdb", "tiered"}),
                          [](const auto& info) {
+                           const std::string backends =
+                               std::string(info.param.fromBackend) == "rocksdb" &&
+                                       std::string(info.param.toBackend) == "rocksdb"
+                                   ? ""
+                                   : std::string("_") + info.param.fromBackend + "_to_" +
+                                         info.param.toBackend;
                            return "p" + std::to_string(info.param.from) + "_to_p" +
-                                  std::to_string(info.param.to);
+                                  std::to_string(info.param.to) + backends;
                          });
 
 TEST(IncrementalCheckpointTest, TheHashmapBackendCannotRestoreNativeStateAndSaysSo) {
@@ -200,7 +214,7 @@ TEST(IncrementalCheckpointTest, TheHashmapBackendCannotRestoreNativeStateAndSays
     env.execute("hashmap from incremental");
     FAIL() << "the restore succeeded";
   } catch (const JobExecutionException& e) {
-    EXPECT_NE(std::string(e.what()).find("only the rocksdb state backend can read"),
+    EXPECT_NE(std::string(e.what()).find("only the rocksdb and tiered state backends can read"),
               std::string::npos)
         << e.what();
   }

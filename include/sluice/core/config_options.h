@@ -78,8 +78,8 @@ inline constexpr ConfigOption<std::chrono::milliseconds> kExecutionCheckpointing
 
 inline constexpr ConfigOption<std::string> kStateBackendType{
     "state.backend.type", "hashmap",
-    "Keyed state backend: 'hashmap' (objects on the heap) or 'rocksdb' (embedded RocksDB on local "
-    "disk)."};
+    "Keyed state backend: 'hashmap' (objects on the heap), 'rocksdb' (embedded RocksDB on local "
+    "disk) or 'tiered' (hot entries on the heap within a memory budget, the rest in RocksDB)."};
 
 inline constexpr ConfigOption<std::string> kStateBackendRocksDbLocalDir{
     "state.backend.rocksdb.localdir", "",
@@ -100,6 +100,13 @@ inline constexpr ConfigOption<double> kStateBackendRocksDbMemoryWriteBufferRatio
 inline constexpr ConfigOption<double> kStateBackendRocksDbMemoryHighPrioPoolRatio{
     "state.backend.rocksdb.memory.high-prio-pool-ratio", 0.1,
     "Share of RocksDB's block cache reserved for index and filter blocks."};
+
+inline constexpr ConfigOption<MemorySize> kStateBackendTieredMemory{
+    "state.backend.tiered.memory", MemorySize::ofMebiBytes(256),
+    "Tiered backend: the most memory each keyed operator subtask's cache of state entries may "
+    "take; the coldest entries are written back to RocksDB to stay within it. RocksDB's own "
+    "block cache and write buffers come on top, from managed memory as for 'rocksdb'. Sluice "
+    "only; Flink has no tiered backend."};
 
 inline constexpr ConfigOption<std::string> kStateCheckpointsDir{
     "state.checkpoints.dir", "",
@@ -142,8 +149,8 @@ inline constexpr ConfigOption<std::string> kStateSavepointsDir{
 
 inline constexpr ConfigOption<bool> kStateBackendIncremental{
     "state.backend.incremental", false,
-    "RocksDB only: checkpoints reference the SST files earlier checkpoints already hold instead "
-    "of writing all state again. Savepoints are always full and canonical."};
+    "RocksDB and tiered: checkpoints reference the SST files earlier checkpoints already hold "
+    "instead of writing all state again. Savepoints are always full and canonical."};
 
 inline constexpr ConfigOption<std::string> kExecutionSavepointPath{
     "execution.savepoint.path", "",
@@ -460,6 +467,7 @@ inline constexpr std::tuple kAllOptions{
     &kStateBackendRocksDbMemoryManaged,
     &kStateBackendRocksDbMemoryWriteBufferRatio,
     &kStateBackendRocksDbMemoryHighPrioPoolRatio,
+    &kStateBackendTieredMemory,
     &kStateCheckpointsDir,
     &kExecutionCheckpointingMode,
     &kExecutionCheckpointingTimeout,

@@ -15,9 +15,10 @@
 //
 // Backends are chosen by name (`state.backend.type`) from a registry of
 // KeyedStateBackendFactory: "hashmap" (heap tables per key group,
-// copy-on-write for asynchronous snapshots) and "rocksdb" (one column family
-// per state). A new backend is a new factory in src/state plus one line in
-// the registry; nothing user-facing changes.
+// copy-on-write for asynchronous snapshots), "rocksdb" (one column family
+// per state) and "tiered" (a memory-bounded cache of heap-format entries in
+// front of a rocksdb backend). A new backend is a new factory in src/state
+// plus one line in the registry; nothing user-facing changes.
 //
 // Threading: task thread only, except that the KeyedStateSnapshot returned
 // by snapshot() may be written on any thread while the task goes on.
@@ -45,9 +46,9 @@
 namespace sluice {
 
 // The built-in backends, for StreamExecutionEnvironment::setStateBackend.
-enum class StateBackendType : uint8_t { kHashMap, kRocksDb };
+enum class StateBackendType : uint8_t { kHashMap, kRocksDb, kTiered };
 
-// "hashmap" or "rocksdb" (case-insensitive); anything else throws a
+// "hashmap", "rocksdb" or "tiered" (case-insensitive); anything else throws a
 // SluiceException (there is no ConfigException) naming `state.backend.type`,
 // the value and the accepted values.
 StateBackendType parseStateBackendType(std::string_view text);
@@ -80,6 +81,11 @@ struct KeyedBackendParams {
   std::string localDir;
   int64_t managedMemoryBytes = 64ll << 20;
   std::shared_ptr<RocksDbSharedResources> sharedResources;
+
+  // Tiered only (`state.backend.tiered.memory`): the most memory the
+  // backend's cache of entries may take, in bytes. Its RocksDB is sized by
+  // the fields above, as the rocksdb backend's.
+  int64_t tieredMemoryBytes = 256ll << 20;
 };
 
 class KeyedStateSnapshot {
@@ -97,7 +103,7 @@ class KeyedStateBackend {
   KeyedStateBackend(const KeyedStateBackend&) = delete;
   KeyedStateBackend& operator=(const KeyedStateBackend&) = delete;
 
-  // The backend's registered name ("hashmap", "rocksdb").
+  // The backend's registered name ("hashmap", "rocksdb", "tiered").
   virtual const char* name() const = 0;
   const KeyedBackendParams& params() const { return params_; }
   const KeyGroupRange& keyGroupRange() const { return params_.keyGroupRange; }

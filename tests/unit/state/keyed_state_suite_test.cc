@@ -1,9 +1,11 @@
 // The keyed-state contract, run against every backend: each primitive's
 // semantics, namespaces, many keys across key groups, snapshots restored into
-// a fresh backend of either type, rescaling by key group, and the error for an
-// incompatible serializer. Backend-specific behaviour (copy-on-write, RocksDB
-// files, compaction) is tested in heap_backend_test.cc and
-// rocksdb_backend_test.cc.
+// a fresh backend of every type, rescaling by key group, and the error for an
+// incompatible serializer. The tiered backend runs twice: with a budget its
+// whole state fits in, and with one so small that nearly every access evicts.
+// Backend-specific behaviour (copy-on-write, RocksDB files, compaction, the
+// tiered cache's accounting) is tested in heap_backend_test.cc,
+// rocksdb_backend_test.cc and tiered_backend_test.cc.
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,6 +38,20 @@ struct Window {
 };
 SLUICE_STRUCT(Window, start, end)
 
+// A backend type and, for tiered, its memory budget.
+struct BackendConfig {
+  const char* name;
+  StateBackendType type;
+  int64_t tieredMemoryBytes = 64ll << 20;
+};
+
+const BackendConfig kHashMap{"hashmap", StateBackendType::kHashMap};
+const BackendConfig kRocksDb{"rocksdb", StateBackendType::kRocksDb};
+const BackendConfig kTiered{"tiered", StateBackendType::kTiered};
+// A few dozen key groups' tables: eviction on nearly every access.
+const BackendConfig kTieredTiny{"tiered_tiny", StateBackendType::kTiered, 32 << 10};
+const BackendConfig kAllConfigs[] = {kHashMap, kRocksDb, kTiered, kTieredTiny};
+
 // A directory for RocksDB backends, removed at the end of each test.
 class BackendFactory {
  public:
@@ -50,12 +66,13 @@ class BackendFactory {
     std::filesystem::remove_all(dir_, ec);
   }
   template <class K>
-  std::unique_ptr<KeyedStateBackend> make(StateBackendType type,
+  std::unique_ptr<KeyedStateBackend> make(const BackendConfig& config,
                                           KeyGroupRange range = KeyGroupRange{0, 127}) {
     KeyedBackendParams params = paramsFor<K>(range);
     params.localDir = dir_.string();
     params.managedMemoryBytes = 16 << 20;
-    return createKeyedStateBackend(type, std::move(params));
+    params.tieredMemoryBytes = config.tieredMemoryBytes;
+    return createKeyedStateBackend(config.type, std::move(params));
   }
 
  private:
@@ -72,7 +89,7 @@ CanonicalSnapshotReader readerOf(const std::string& bytes) {
   return CanonicalSnapshotReader::fromBytes(std::make_shared<const std::string>(bytes));
 }
 
-class KeyedStateSuite : public ::testing::TestWithParam<StateBackendType> {
+class KeyedStateSuite : public ::testing::TestWithParam<BackendConfig> {
  protected:
   std::unique_ptr<KeyedStateBackend> make(KeyGroupRange range = KeyGroupRange{0, 127}) {
     return factory_.make<int64_t>(GetParam(), range);
@@ -410,10 +427,12 @@ TEST_P(KeyedStateSuite, ModelSurvivesACheckpointAndRestoreAfterEveryStep) {
     }
     const std::string bytes = snapshotBytes(*backend);
     backend->dispose();
-    const StateBackendType next =
-        step % 2 == 0 ? GetParam()
-                      : (GetParam() == StateBackendType::kHashMap ? StateBackendType::kRocksDb
-                                                                  : StateBackendType::kHashMap);
+    // Every second step into another backend: hashmap cycles through the
+    // others, the others go to hashmap (opening RocksDB is what this test
+    // spends its time on).
+    const BackendConfig& next = step % 2 == 0                      ? GetParam()
+                                : GetParam().type != kHashMap.type ? kHashMap
+                                                                   : kAllConfigs[1 + step / 2 % 3];
     backend = factory_.make<int64_t>(next);
     CanonicalSnapshotReader reader = readerOf(bytes);
     backend->restore({&reader});
@@ -484,12 +503,12 @@ std::set<std::string> readBack(KeyedStateBackend& backend, int64_t n) {
 }
 
 // Snapshot from the parameter's backend, restore into each backend type.
-TEST_P(KeyedStateSuite, SnapshotRestoresIntoAFreshBackendOfEitherType) {
+TEST_P(KeyedStateSuite, SnapshotRestoresIntoAFreshBackendOfEveryType) {
   auto source = make();
   const std::set<std::string> expected = fill(*source, 500);
   const std::string bytes = snapshotBytes(*source);
-  for (StateBackendType target : {StateBackendType::kHashMap, StateBackendType::kRocksDb}) {
-    SCOPED_TRACE(std::string("restored into ") + stateBackendTypeName(target));
+  for (const BackendConfig& target : kAllConfigs) {
+    SCOPED_TRACE(std::string("restored into ") + target.name);
     auto restored = factory_.make<int64_t>(target);
     CanonicalSnapshotReader reader = readerOf(bytes);
     restored->restore({&reader});
@@ -580,11 +599,8 @@ TEST_P(KeyedStateSuite, SnapshotWithAnotherKeyTypeIsRefused) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, KeyedStateSuite,
-                         ::testing::Values(StateBackendType::kHashMap, StateBackendType::kRocksDb),
-                         [](const auto& info) {
-                           return std::string(stateBackendTypeName(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(Backends, KeyedStateSuite, ::testing::ValuesIn(kAllConfigs),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace keyed_state_suite_test

@@ -1336,6 +1336,49 @@ TEST(RocksDbBackend, RocksDbFailuresNameTheOperation) {
                   ::testing::AllOf(HasSubstr("RocksDB Flush failed"), HasSubstr("Keyed Sum/1"))));
 }
 
+// Collected writes go to RocksDB together, sorted by key, and the writes of
+// one key keep their order (the tiered backend's write-back).
+TEST(RocksDbBackend, BatchedWritesApplyInOrderPerKey) {
+  TempDir dir;
+  auto backend = newBackend(dir);
+  StateMetaInfo meta;
+  meta.name = "raw";
+  meta.kind = StateKind::kList;
+  meta.namespaceSchema = "void";
+  meta.valueSchema = "int64";
+  RocksDbKeyedStateBackend::ColumnFamily& cf = backend->columnFamily(meta);
+  auto listOf = [](std::initializer_list<std::string_view> elements) {
+    std::vector<uint8_t> out;
+    for (std::string_view e : elements) {
+      const size_t begin = beginListElement(out);
+      out.insert(out.end(), e.begin(), e.end());
+      endListElement(out, begin);
+    }
+    return std::string(out.begin(), out.end());
+  };
+  backend->put(cf, "c", listOf({"old"}));
+  backend->batchPut(cf, "z", listOf({"z1"}));
+  backend->batchPut(cf, "a", listOf({"a1"}));
+  backend->batchMerge(cf, "a", listOf({"a2"}));
+  backend->batchRemove(cf, "c");
+  backend->batchMerge(cf, "c", listOf({"c1"}));
+  backend->batchPut(cf, "b", listOf({"b1"}));
+  backend->batchRemove(cf, "b");
+  EXPECT_GT(backend->pendingBytes(), 0u);
+  std::string value;
+  EXPECT_FALSE(backend->get(cf, "a", value)) << "a collected write is visible before the write";
+  backend->writePending();
+  EXPECT_EQ(backend->pendingBytes(), 0u);
+  ASSERT_TRUE(backend->get(cf, "a", value));
+  EXPECT_EQ(value, listOf({"a1", "a2"}));
+  EXPECT_FALSE(backend->get(cf, "b", value));
+  ASSERT_TRUE(backend->get(cf, "c", value));
+  EXPECT_EQ(value, listOf({"c1"}));
+  ASSERT_TRUE(backend->get(cf, "z", value));
+  EXPECT_EQ(value, listOf({"z1"}));
+  backend->writePending();  // nothing collected: nothing happens
+}
+
 }  // namespace
 }  // namespace rocksdb_backend_test
 }  // namespace sluice

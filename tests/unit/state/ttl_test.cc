@@ -41,6 +41,7 @@
 
 #include "harness/temp_dir.h"
 #include "state/rocksdb_keyed_backend.h"
+#include "state/tiered_keyed_backend.h"
 #include "unit/state/state_test_util.h"
 
 namespace sluice {
@@ -70,6 +71,9 @@ class TtlTestBase {
     KeyedBackendParams params = paramsFor<std::string>(KeyGroupRange{0, 127});
     params.clock = &clock_;
     params.localDir = dir_.path();
+    // Tiered: a few key groups' worth, so entries are evicted and reloaded
+    // all the time.
+    params.tieredMemoryBytes = 24 << 10;
     return createKeyedStateBackend(type, std::move(params));
   }
 
@@ -96,7 +100,12 @@ class TtlTestBase {
 };
 
 std::string backendName(StateBackendType type) {
-  return type == StateBackendType::kHashMap ? "HashMap" : "RocksDb";
+  switch (type) {
+    case StateBackendType::kHashMap: return "HashMap";
+    case StateBackendType::kRocksDb: return "RocksDb";
+    case StateBackendType::kTiered: return "Tiered";
+  }
+  return "Unknown";
 }
 
 // ---------------------------------------------------------------------------
@@ -663,7 +672,8 @@ std::string semanticsName(const ::testing::TestParamInfo<SemanticsParam>& info) 
 
 INSTANTIATE_TEST_SUITE_P(
     AllModes, TtlSemanticsTest,
-    ::testing::Combine(::testing::Values(StateBackendType::kHashMap, StateBackendType::kRocksDb),
+    ::testing::Combine(::testing::Values(StateBackendType::kHashMap, StateBackendType::kRocksDb,
+                                         StateBackendType::kTiered),
                        ::testing::Values(UpdateType::kOnCreateAndWrite,
                                          UpdateType::kOnReadAndWrite),
                        ::testing::Values(Visibility::kNeverReturnExpired,
@@ -799,7 +809,8 @@ TEST_P(TtlCleanupTest, FullSnapshotLeavesExpiredEntriesOut) {
   EXPECT_EQ(storedKeys(*backend, "value"), (std::set<std::string>{"new", "old"}));
   backend->dispose();
 
-  for (StateBackendType into : {StateBackendType::kHashMap, StateBackendType::kRocksDb}) {
+  for (StateBackendType into :
+       {StateBackendType::kHashMap, StateBackendType::kRocksDb, StateBackendType::kTiered}) {
     SCOPED_TRACE("restored into " + backendName(into));
     expectOnlyUnexpiredStored(restoreAndRead(into, bytes));
   }
@@ -814,8 +825,9 @@ TEST_P(TtlCleanupTest, SnapshotKeepsExpiredEntriesWithoutCleanupFullSnapshot) {
   expectAllStored(restoreAndRead(GetParam(), bytes));
 }
 
-INSTANTIATE_TEST_SUITE_P(BothBackends, TtlCleanupTest,
-                         ::testing::Values(StateBackendType::kHashMap, StateBackendType::kRocksDb),
+INSTANTIATE_TEST_SUITE_P(AllBackends, TtlCleanupTest,
+                         ::testing::Values(StateBackendType::kHashMap, StateBackendType::kRocksDb,
+                                           StateBackendType::kTiered),
                          [](const ::testing::TestParamInfo<StateBackendType>& info) {
                            return backendName(info.param);
                          });
@@ -836,6 +848,23 @@ TEST_F(TtlRocksDbCompactionTest, CompactionFilterDropsExpiredEntriesUnread) {
   std::shared_ptr<const std::string> bytes = snapshotBytes(*backend);
   backend->dispose();
   expectOnlyUnexpiredStored(restoreAndRead(StateBackendType::kRocksDb, bytes));
+}
+
+// The tiered backend's RocksDB runs the same filter, on what the cache has
+// written back.
+TEST_F(TtlRocksDbCompactionTest, CompactionFilterWorksBehindTheTieredCache) {
+  makeDescriptors([](StateTtlConfig::Builder& b) { b.cleanupInRocksdbCompactFilter(1); });
+  std::unique_ptr<KeyedStateBackend> backend = newBackend(StateBackendType::kTiered);
+  writeEntries(*backend);
+  auto& tiered = static_cast<TieredKeyedStateBackend&>(*backend);
+  tiered.evictAll();
+  tiered.rocksDb().compactAll();
+  EXPECT_EQ(storedKeys(*backend, "value"), std::set<std::string>{"new"});
+  EXPECT_EQ(storedKeys(*backend, "list"), std::set<std::string>{"new"});
+  EXPECT_EQ(storedKeys(*backend, "map"), std::set<std::string>{"new"});
+  std::shared_ptr<const std::string> bytes = snapshotBytes(*backend);
+  backend->dispose();
+  expectOnlyUnexpiredStored(restoreAndRead(StateBackendType::kTiered, bytes));
 }
 
 TEST_F(TtlRocksDbCompactionTest, CompactionKeepsExpiredEntriesWithoutTheFilter) {

@@ -1,0 +1,441 @@
+// The tiered backend's own behaviour (the keyed-state contract runs in
+// keyed_state_suite_test.cc, TTL in ttl_test.cc): its memory count stays
+// within the budget while it evicts, cold reads load from RocksDB and absent
+// keys are remembered, a list append does not read the list, a pointer a
+// storage returned survives eviction caused by other states, and native
+// snapshots move between the tiered and rocksdb backends.
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include <sluice/internal/keyed_state.h>
+#include <sluice/state/keyed_state_backend.h>
+#include <sluice/state/snapshot.h>
+
+#include "harness/temp_dir.h"
+#include "state/tiered_keyed_backend.h"
+#include "unit/state/state_test_util.h"
+
+namespace sluice {
+namespace tiered_backend_test {
+namespace {
+
+using test::TempDir;
+
+class TieredBackendTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<KeyedStateBackend> make(StateBackendType type, int64_t budget) {
+    KeyedBackendParams params = paramsFor<int64_t>(KeyGroupRange{0, 127});
+    params.localDir = dir_.str();
+    params.managedMemoryBytes = 16 << 20;
+    params.tieredMemoryBytes = budget;
+    return createKeyedStateBackend(type, std::move(params));
+  }
+  static TieredKeyedStateBackend& tiered(KeyedStateBackend& backend) {
+    return dynamic_cast<TieredKeyedStateBackend&>(backend);
+  }
+
+  TempDir dir_{"tiered"};
+};
+
+// A string of `n` characters that differs per key and version.
+std::string text(int64_t key, int64_t version, size_t n) {
+  std::string s = std::to_string(key) + "/" + std::to_string(version) + ":";
+  while (s.size() < n) s.push_back(static_cast<char>('a' + (key + version + s.size()) % 26));
+  s.resize(n);
+  return s;
+}
+
+// Random operations on all three primitives, with values of varying size,
+// on 20,000 keys against a budget that holds a small part of them: the
+// backend's count never exceeds the budget, it evicts and loads all the time,
+// and every result matches a model, also after a snapshot restored into the
+// hashmap backend.
+TEST_F(TieredBackendTest, EvictsWithinTheBudgetAndMatchesAModel) {
+  constexpr int64_t kBudget = 256 << 10;
+  auto backend = make(StateBackendType::kTiered, kBudget);
+  auto& value =
+      getOrCreateValueState<VoidNamespace>(*backend, ValueStateDescriptor<std::string>("v"));
+  auto& list = getOrCreateListState<VoidNamespace>(*backend, ListStateDescriptor<int64_t>("l"));
+  auto& map =
+      getOrCreateMapState<VoidNamespace>(*backend, MapStateDescriptor<int64_t, std::string>("m"));
+  std::map<int64_t, std::string> values;
+  std::map<int64_t, std::vector<int64_t>> lists;
+  std::map<int64_t, std::map<int64_t, std::string>> maps;
+  std::mt19937_64 rng(11);
+  constexpr int64_t kKeys = 20'000;
+  for (int i = 0; i < 120'000; ++i) {
+    const int64_t key = static_cast<int64_t>(rng() % kKeys);
+    const int64_t x = static_cast<int64_t>(rng() % 1000);
+    setKey(*backend, key);
+    switch (rng() % 9) {
+      case 0:
+      case 1: {
+        const std::string v = text(key, i, static_cast<size_t>(rng() % 300));
+        value.update(v);
+        values[key] = v;
+        break;
+      }
+      case 2: {
+        auto it = values.find(key);
+        EXPECT_EQ(value.value(),
+                  it == values.end() ? std::nullopt : std::optional<std::string>(it->second))
+            << "key " << key;
+        break;
+      }
+      case 3:
+        value.clear();
+        values.erase(key);
+        break;
+      case 4:
+        list.add(x);
+        lists[key].push_back(x);
+        break;
+      case 5: {
+        auto it = lists.find(key);
+        EXPECT_EQ(list.get(), it == lists.end() ? std::vector<int64_t>{} : it->second)
+            << "key " << key;
+        break;
+      }
+      case 6:
+        if (x % 3 == 0) {
+          list.clear();
+          lists.erase(key);
+        } else {
+          list.update({x, x + 1});
+          lists[key] = {x, x + 1};
+        }
+        break;
+      case 7: {
+        const std::string v = text(key, x, static_cast<size_t>(x % 40));
+        map.put(x % 7, v);
+        maps[key][x % 7] = v;
+        break;
+      }
+      case 8:
+        if (x % 2 == 0) {
+          map.remove(x % 7);
+          maps[key].erase(x % 7);
+          if (maps[key].empty()) maps.erase(key);
+        } else {
+          auto it = maps.find(key);
+          std::optional<std::string> expected;
+          if (it != maps.end()) {
+            auto u = it->second.find(x % 7);
+            if (u != it->second.end()) expected = u->second;
+          }
+          EXPECT_EQ(map.get(x % 7), expected) << "key " << key;
+        }
+        break;
+    }
+  }
+  const TieredKeyedStateBackend::CacheStats stats = tiered(*backend).cacheStats();
+  EXPECT_LE(stats.peakUsedBytes, kBudget);
+  EXPECT_LE(stats.usedBytes, kBudget);
+  EXPECT_GT(stats.evictions, 10'000);
+  EXPECT_GT(stats.loads, 10'000);
+  EXPECT_GT(stats.writeBacks, 10'000);
+
+  auto readAll = [&](KeyedStateBackend& b) {
+    auto& v = getOrCreateValueState<VoidNamespace>(b, ValueStateDescriptor<std::string>("v"));
+    auto& l = getOrCreateListState<VoidNamespace>(b, ListStateDescriptor<int64_t>("l"));
+    auto& m = getOrCreateMapState<VoidNamespace>(b, MapStateDescriptor<int64_t, std::string>("m"));
+    for (int64_t key = 0; key < kKeys; ++key) {
+      setKey(b, key);
+      auto vi = values.find(key);
+      ASSERT_EQ(v.value(),
+                vi == values.end() ? std::nullopt : std::optional<std::string>(vi->second))
+          << "key " << key;
+      auto li = lists.find(key);
+      ASSERT_EQ(l.get(), li == lists.end() ? std::vector<int64_t>{} : li->second) << "key " << key;
+      std::map<int64_t, std::string> got;
+      for (const auto& [k, x] : m.entries()) got[k] = x;
+      auto mi = maps.find(key);
+      const std::map<int64_t, std::string> none;
+      ASSERT_EQ(got, mi == maps.end() ? none : mi->second) << "key " << key;
+    }
+  };
+  readAll(*backend);
+  EXPECT_LE(tiered(*backend).cacheStats().peakUsedBytes, kBudget);
+
+  std::ostringstream out;
+  backend->snapshot()->writeTo(out);
+  auto restored = make(StateBackendType::kHashMap, 0);
+  CanonicalSnapshotReader reader =
+      CanonicalSnapshotReader::fromBytes(std::make_shared<const std::string>(out.str()));
+  restored->restore({&reader});
+  readAll(*restored);
+}
+
+// Values much larger than their slots count by their serialized size: 10 MB
+// of 10 KB strings through a 1 MiB budget.
+TEST_F(TieredBackendTest, LargeValuesCountByTheirSerializedSize) {
+  constexpr int64_t kBudget = 1 << 20;
+  auto backend = make(StateBackendType::kTiered, kBudget);
+  auto& value =
+      getOrCreateValueState<VoidNamespace>(*backend, ValueStateDescriptor<std::string>("big"));
+  for (int64_t key = 0; key < 1000; ++key) {
+    setKey(*backend, key);
+    value.update(text(key, 0, 10'000));
+  }
+  const auto stats = tiered(*backend).cacheStats();
+  EXPECT_LE(stats.peakUsedBytes, kBudget);
+  EXPECT_LT(stats.entries, 110);  // 1 MiB holds about a hundred of them
+  for (int64_t key = 0; key < 1000; ++key) {
+    setKey(*backend, key);
+    ASSERT_EQ(value.value(), text(key, 0, 10'000)) << "key " << key;
+  }
+  EXPECT_LE(tiered(*backend).cacheStats().peakUsedBytes, kBudget);
+}
+
+// Values that own no heap memory cost only their slots: a full budget is
+// spent on slots in use (a full group table evicts its own entries rather
+// than doubling), not on half-empty tables.
+TEST_F(TieredBackendTest, AFullBudgetIsSpentOnEntriesNotEmptySlots) {
+  constexpr int64_t kBudget = 512 << 10;
+  auto backend = make(StateBackendType::kTiered, kBudget);
+  auto& value = getOrCreateValueState<VoidNamespace>(*backend, ValueStateDescriptor<int64_t>("v"));
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 200'000; ++i) {
+    const auto key = static_cast<int64_t>(rng() % 100'000);
+    setKey(*backend, key);
+    value.update(value.value().value_or(0) + 1);
+  }
+  const auto stats = tiered(*backend).cacheStats();
+  EXPECT_LE(stats.peakUsedBytes, kBudget);
+  EXPECT_GT(stats.evictions, 50'000);
+  // A slot is 48 bytes and a control byte: 80 bytes an entry is a load
+  // factor above 0.6 (tables double at 7/8).
+  EXPECT_LT(static_cast<double>(stats.usedBytes) / static_cast<double>(stats.entries), 80.0)
+      << stats.entries << " entries in " << stats.usedBytes << " bytes";
+}
+
+// A read of a cold key loads it once; a key RocksDB does not have is
+// remembered as absent, so reading it again, and its first update, stay in
+// memory.
+TEST_F(TieredBackendTest, ColdReadsLoadOnceAndAbsentKeysAreRemembered) {
+  auto backend = make(StateBackendType::kTiered, 64 << 20);
+  TieredKeyedStateBackend& t = tiered(*backend);
+  auto& value = getOrCreateValueState<VoidNamespace>(*backend, ValueStateDescriptor<int64_t>("v"));
+  setKey<int64_t>(*backend, 1);
+  value.update(10);
+  t.evictAll();
+  EXPECT_EQ(t.cacheStats().entries, 0);
+  const int64_t loads = t.cacheStats().loads;
+  EXPECT_EQ(value.value(), 10);
+  EXPECT_EQ(value.value(), 10);
+  EXPECT_EQ(t.cacheStats().loads, loads + 1);
+  setKey<int64_t>(*backend, 2);
+  EXPECT_EQ(value.value(), std::nullopt);
+  EXPECT_EQ(value.value(), std::nullopt);
+  value.update(20);
+  EXPECT_EQ(t.cacheStats().loads, loads + 2);
+  // Clearing a cold key writes a removal without reading.
+  t.evictAll();
+  setKey<int64_t>(*backend, 1);
+  value.clear();
+  EXPECT_EQ(t.cacheStats().loads, loads + 2);
+  t.evictAll();
+  EXPECT_EQ(value.value(), std::nullopt);
+  setKey<int64_t>(*backend, 2);
+  EXPECT_EQ(value.value(), 20);
+}
+
+// add() on a list that is not cached appends without reading it; the
+// appended elements reach RocksDB as a merge, after the stored ones.
+TEST_F(TieredBackendTest, ListAppendToAColdKeyDoesNotReadTheList) {
+  auto backend = make(StateBackendType::kTiered, 64 << 20);
+  TieredKeyedStateBackend& t = tiered(*backend);
+  auto& list = getOrCreateListState<VoidNamespace>(*backend, ListStateDescriptor<int64_t>("l"));
+  std::vector<int64_t> expected;
+  setKey<int64_t>(*backend, 5);
+  for (int64_t i = 0; i < 1000; ++i) {
+    list.add(i);
+    expected.push_back(i);
+  }
+  t.evictAll();
+  const int64_t loads = t.cacheStats().loads;
+  list.add(1000);
+  list.addAll({1001, 1002});
+  expected.insert(expected.end(), {1000, 1001, 1002});
+  EXPECT_EQ(t.cacheStats().loads, loads);
+  // Flushed while append-only, then appended again, then read.
+  t.flush();
+  list.add(1003);
+  expected.push_back(1003);
+  EXPECT_EQ(t.cacheStats().loads, loads);
+  EXPECT_EQ(list.get(), expected);
+  EXPECT_EQ(t.cacheStats().loads, loads + 1);
+  // A complete list appended to writes back only its tail.
+  list.add(1004);
+  expected.push_back(1004);
+  t.evictAll();
+  EXPECT_EQ(list.get(), expected);
+  // And an append after an update rewrites it whole.
+  list.update({7, 8});
+  list.add(9);
+  t.evictAll();
+  list.add(10);
+  t.evictAll();
+  EXPECT_EQ(list.get(), (std::vector<int64_t>{7, 8, 9, 10}));
+}
+
+// Map user keys load one by one; absent ones are remembered; isEmpty() asks
+// RocksDB only when the entry may not know every user key.
+TEST_F(TieredBackendTest, MapUserKeysLoadOneByOne) {
+  auto backend = make(StateBackendType::kTiered, 64 << 20);
+  TieredKeyedStateBackend& t = tiered(*backend);
+  auto& map =
+      getOrCreateMapState<VoidNamespace>(*backend, MapStateDescriptor<int64_t, int64_t>("m"));
+  setKey<int64_t>(*backend, 3);
+  for (int64_t i = 0; i < 100; ++i) map.put(i, -i);
+  t.evictAll();
+  const int64_t loads = t.cacheStats().loads;
+  EXPECT_EQ(map.get(5), -5);
+  EXPECT_EQ(map.get(5), -5);
+  EXPECT_FALSE(map.contains(500));
+  EXPECT_FALSE(map.contains(500));
+  EXPECT_EQ(t.cacheStats().loads, loads + 2);
+  EXPECT_FALSE(map.isEmpty());
+  // Removing every user key through the cache, then asking RocksDB.
+  for (int64_t i = 0; i < 100; ++i) map.remove(i);
+  EXPECT_TRUE(map.isEmpty());
+  t.evictAll();
+  EXPECT_TRUE(map.isEmpty());
+  EXPECT_TRUE(map.entries().empty());
+  map.put(1, 1);
+  t.evictAll();
+  EXPECT_EQ(map.entries(), (std::vector<std::pair<int64_t, int64_t>>{{1, 1}}));
+}
+
+// A value pointer a storage returned stays valid until that storage's next
+// call, however much another state's accesses evict meanwhile (the key
+// group of a storage's last access is pinned). AddressSanitizer reports it
+// if the entry were freed or moved.
+TEST_F(TieredBackendTest, APointerAStorageReturnedSurvivesEvictionByOtherStates) {
+  auto backend = make(StateBackendType::kTiered, 64 << 10);
+  using internal::sharedStateTypeOf;
+  auto a = internal::createValueStorage(
+      *backend, ValueStateDescriptor<std::string>("a"),
+      {sharedStateTypeOf<VoidNamespace>(), sharedStateTypeOf<std::string>(), {}});
+  auto b = internal::createValueStorage(
+      *backend, ValueStateDescriptor<std::string>("b"),
+      {sharedStateTypeOf<VoidNamespace>(), sharedStateTypeOf<std::string>(), {}});
+  for (int64_t key = 0; key < 64; ++key) {
+    setKey<int64_t>(*backend, key);
+    const std::string v = text(key, 1, 100);
+    a->put(&v);
+  }
+  const auto evictionsBefore = tiered(*backend).cacheStats().evictions;
+  for (int64_t key = 0; key < 64; ++key) {
+    setKey<int64_t>(*backend, key);
+    const auto* held = static_cast<const std::string*>(a->get());
+    ASSERT_NE(held, nullptr);
+    // Other keys of another state, enough to evict everything unpinned.
+    for (int64_t other = 1000; other < 1400; ++other) {
+      setKey<int64_t>(*backend, other);
+      const std::string v = text(other, key, 200);
+      b->put(&v);
+    }
+    EXPECT_EQ(*held, text(key, 1, 100));
+  }
+  EXPECT_GT(tiered(*backend).cacheStats().evictions, evictionsBefore + 1000);
+}
+
+// The native (RocksDB checkpoint) snapshot of a tiered backend holds its
+// dirty cached entries and restores into the tiered and the rocksdb
+// backend; a rocksdb backend's native snapshot restores into tiered.
+TEST_F(TieredBackendTest, NativeSnapshotsMoveBetweenTieredAndRocksDb) {
+  auto fill = [](KeyedStateBackend& backend, int64_t version) {
+    auto& value = getOrCreateValueState<VoidNamespace>(backend, ValueStateDescriptor<int64_t>("v"));
+    auto& list = getOrCreateListState<VoidNamespace>(backend, ListStateDescriptor<int64_t>("l"));
+    for (int64_t key = 0; key < 3000; ++key) {
+      setKey(backend, key);
+      value.update(key * 10 + version);
+      list.add(version);
+    }
+  };
+  auto check = [](KeyedStateBackend& backend, int64_t versions) {
+    auto& value = getOrCreateValueState<VoidNamespace>(backend, ValueStateDescriptor<int64_t>("v"));
+    auto& list = getOrCreateListState<VoidNamespace>(backend, ListStateDescriptor<int64_t>("l"));
+    std::vector<int64_t> expected;
+    for (int64_t v = 0; v < versions; ++v) expected.push_back(v);
+    for (int64_t key = 0; key < 3000; ++key) {
+      setKey(backend, key);
+      ASSERT_EQ(value.value(), key * 10 + versions - 1) << "key " << key;
+      ASSERT_EQ(list.get(), expected) << "key " << key;
+    }
+  };
+  // The writer's files are where its handle says until it is destroyed.
+  auto handleOf = [](const StateSnapshotWriter& writer) {
+    auto native = std::make_shared<NativeKeyedSnapshot>(*writer.nativeSnapshot());
+    for (auto& f : native->sstFiles) f.location = native->directory + "/" + f.fileName;
+    return KeyedStateHandleRef{native->directory, nullptr, native};
+  };
+  auto idsOf = [](const StateSnapshotWriter& writer) {
+    std::set<std::string> ids;
+    for (const auto& f : writer.nativeSnapshot()->sstFiles) ids.insert(f.uniqueId);
+    return ids;
+  };
+
+  // 128 KiB: part of the state is in RocksDB, part dirty in the cache.
+  auto source = make(StateBackendType::kTiered, 128 << 10);
+  fill(*source, 0);
+  fill(*source, 1);
+  EXPECT_GT(tiered(*source).cacheStats().evictions, 0);
+  std::unique_ptr<StateSnapshotWriter> first = source->nativeSnapshot(1);
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(first->nativeSnapshot(), nullptr);
+  fill(*source, 2);
+  std::unique_ptr<StateSnapshotWriter> second = source->nativeSnapshot(2);
+  // Incremental: the second shares the first's SST files (only the new
+  // flush is new).
+  const std::set<std::string> firstIds = idsOf(*first);
+  size_t shared = 0;
+  for (const std::string& id : idsOf(*second)) shared += firstIds.count(id);
+  EXPECT_GE(shared, 1u);
+
+  for (StateBackendType into : {StateBackendType::kTiered, StateBackendType::kRocksDb}) {
+    SCOPED_TRACE(stateBackendTypeName(into));
+    auto restored = make(into, 64 << 10);
+    restored->restoreNative({handleOf(*second)});
+    check(*restored, 3);
+    auto older = make(into, 64 << 10);
+    older->restoreNative({handleOf(*first)});
+    check(*older, 2);
+  }
+
+  auto rocks = make(StateBackendType::kRocksDb, 0);
+  fill(*rocks, 0);
+  std::unique_ptr<StateSnapshotWriter> fromRocks = rocks->nativeSnapshot(7);
+  auto intoTiered = make(StateBackendType::kTiered, 64 << 10);
+  intoTiered->restoreNative({handleOf(*fromRocks)});
+  check(*intoTiered, 1);
+  // And the restored tiered backend goes on from there.
+  fill(*intoTiered, 1);
+  check(*intoTiered, 2);
+}
+
+TEST_F(TieredBackendTest, ABudgetOfZeroIsRefused) {
+  try {
+    make(StateBackendType::kTiered, 0);
+    FAIL() << "expected an exception";
+  } catch (const SluiceException& e) {
+    EXPECT_NE(std::string(e.what()).find("state.backend.tiered.memory"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tiered_backend_test
+}  // namespace sluice
