@@ -23,6 +23,23 @@ struct AuctionState {  // q4: an auction's bounds and its highest bid within the
 };
 SLUICE_STRUCT(AuctionState, dateTime, expires, category, best)
 
+// q4's inputs as Flink's plan has them: the planner prunes each side of the
+// join to the columns the query reads, so only those cross the exchange.
+struct Q4Auction {
+  int64_t id = 0;
+  int64_t dateTime = 0;
+  int64_t expires = 0;
+  int64_t category = 0;
+};
+SLUICE_STRUCT(Q4Auction, id, dateTime, expires, category)
+
+struct Q4Bid {
+  int64_t auction = 0;
+  int64_t price = 0;
+  int64_t dateTime = 0;
+};
+SLUICE_STRUCT(Q4Bid, auction, price, dateTime)
+
 struct Q4Update {  // q4: an auction's final price changed from `before` to `after`
   int64_t category = 0;
   int64_t before = -1;  // -1: the auction had none (it joins its category's average)
@@ -153,6 +170,19 @@ auto bidsOf(DataStream<Event> events) {
       .name("Bid");
 }
 
+// One column of the bids, as Flink's planner prunes a query's input to the
+// columns it reads (q5: auction, q11 and q12: bidder); the records keep the
+// source's timestamps.
+template <class F>
+auto bidColumn(DataStream<Event> events, F column, const char* name) {
+  return events.filter([](const Event& e) { return e.type == EventType::kBid; })
+      .name("Bids")
+      .map([column](const Event& e) -> int64_t { return column(e.bid); })
+      .name(name);
+}
+
+int64_t identity(const int64_t& v) { return v; }
+
 template <class T>
 class CountAggregate final : public AggregateFunction<T, int64_t, int64_t> {
  public:
@@ -229,21 +259,21 @@ bool considerBid(AuctionState& a, int64_t dateTime, int64_t price) {
 // before their auction (from another source subtask, or naming an auction
 // not created yet) wait in list state. As Flink's regular join keeps its
 // inputs, the auction's state is kept for the whole run (no expiry timer).
-class FinalPrice final : public KeyedCoProcessFunction<int64_t, Auction, Bid, Q4Update> {
+class FinalPrice final : public KeyedCoProcessFunction<int64_t, Q4Auction, Q4Bid, Q4Update> {
  public:
   void open() override {
     auction_ = &getRuntimeContext().getState(ValueStateDescriptor<AuctionState>("auction"));
     early_ = &getRuntimeContext().getListState(
         ListStateDescriptor<std::pair<int64_t, int64_t>>("early-bids"));
   }
-  void processElement1(const Auction& auction, Context&, Collector<Q4Update>& out) override {
+  void processElement1(const Q4Auction& auction, Context&, Collector<Q4Update>& out) override {
     AuctionState a{auction.dateTime, auction.expires, auction.category, -1};
     for (const auto& [dateTime, price] : early_->get()) considerBid(a, dateTime, price);
     early_->clear();
     auction_->update(a);
     if (a.best >= 0) out.collect(Q4Update{a.category, -1, a.best});
   }
-  void processElement2(const Bid& bid, Context&, Collector<Q4Update>& out) override {
+  void processElement2(const Q4Bid& bid, Context&, Collector<Q4Update>& out) override {
     std::optional<AuctionState> state = auction_->value();
     if (!state) {
       early_->add({bid.dateTime, bid.price});
@@ -336,11 +366,11 @@ void keepMax(MaxBids& acc, const BidRow& b) {
 }
 
 // q7, stage 1: per auction and window, the highest bids.
-class MaxBidAggregate final : public AggregateFunction<Bid, MaxBids, MaxBids> {
+class MaxBidAggregate final : public AggregateFunction<BidRow, MaxBids, MaxBids> {
  public:
   MaxBids createAccumulator() override { return {}; }
-  MaxBids add(const Bid& b, MaxBids acc) override {
-    if (b.price >= acc.price) keepMax(acc, toBidRow(b));
+  MaxBids add(const BidRow& b, MaxBids acc) override {
+    if (b.price >= acc.price) keepMax(acc, b);
     return acc;
   }
   MaxBids getResult(const MaxBids& acc) override { return acc; }
@@ -359,7 +389,7 @@ class MaxBidsWithWindowEnd final
   }
 };
 
-bool onWindowBoundary(const Bid& b) { return b.dateTime == tumblingStart(b.dateTime); }
+bool onWindowBoundary(const BidRow& b) { return b.dateTime == tumblingStart(b.dateTime); }
 
 // q7, stage 2: keyed by window end; once the watermark has passed the window,
 // the bids with its highest price: its own, and those made at exactly its
@@ -400,9 +430,9 @@ class MaxBidPerWindow final : public KeyedProcessFunction<int64_t, Q7Part, BidRo
 // q12: processing-time windows, plus one firing at the end of the input for
 // the windows still open then (the final watermark is the input's end), so
 // that every bid is counted in some window.
-class ProcessingTimeOrEndOfInput final : public Trigger<Bid, TimeWindow> {
+class ProcessingTimeOrEndOfInput final : public Trigger<int64_t, TimeWindow> {
  public:
-  TriggerResult onElement(const Bid&, int64_t, const TimeWindow& window,
+  TriggerResult onElement(const int64_t&, int64_t, const TimeWindow& window,
                           TriggerContext<TimeWindow>& ctx) override {
     ctx.registerProcessingTimeTimer(window.maxTimestamp());
     ctx.registerEventTimeTimer(kMaxTimestamp);
@@ -793,9 +823,21 @@ void buildQuery(StreamExecutionEnvironment& env, Query q, const JobOptions& o,
       return;
     }
     case Query::kQ4: {
-      auto averages = auctionsOf(events)
-                          .keyBy(&Auction::id)
-                          .connect(bidsOf(events).keyBy(&Bid::auction))
+      auto auctions = events.filter([](const Event& e) { return e.type == EventType::kAuction; })
+                          .name("Auctions")
+                          .map([](const Event& e) {
+                            const Auction& a = e.auction;
+                            return Q4Auction{a.id, a.dateTime, a.expires, a.category};
+                          })
+                          .name("Auction columns");
+      auto bids = events.filter([](const Event& e) { return e.type == EventType::kBid; })
+                      .name("Bids")
+                      .map([](const Event& e) {
+                        return Q4Bid{e.bid.auction, e.bid.price, e.bid.dateTime};
+                      })
+                      .name("Bid columns");
+      auto averages = auctions.keyBy(&Q4Auction::id)
+                          .connect(bids.keyBy(&Q4Bid::auction))
                           .process(FinalPrice())
                           .name("Final price per auction")
                           .keyBy(&Q4Update::category)
@@ -806,10 +848,11 @@ void buildQuery(StreamExecutionEnvironment& env, Query q, const JobOptions& o,
     }
     case Query::kQ5: {
       auto hot =
-          bidsOf(events)
-              .keyBy(&Bid::auction)
+          bidColumn(
+              events, [](const Bid& b) { return b.auction; }, "Bid auctions")
+              .keyBy(&identity)
               .window(SlidingEventTimeWindows::of(window, std::chrono::milliseconds(kSlideMs)))
-              .aggregate(CountAggregate<Bid>(), WithWindowEnd())
+              .aggregate(CountAggregate<int64_t>(), WithWindowEnd())
               .name("Bids per auction")
               .keyBy([](const WindowCount& c) { return std::get<0>(c); })
               .process(MaxCountPerWindow())
@@ -818,15 +861,19 @@ void buildQuery(StreamExecutionEnvironment& env, Query q, const JobOptions& o,
       return;
     }
     case Query::kQ7: {
-      auto bids = bidsOf(events);
-      auto perAuction = bids.keyBy(&Bid::auction)
+      // The columns q7 selects (not channel and url).
+      auto bids = events.filter([](const Event& e) { return e.type == EventType::kBid; })
+                      .name("Bids")
+                      .map([](const Event& e) { return toBidRow(e.bid); })
+                      .name("Bid columns");
+      auto perAuction = bids.keyBy(&BidRow::auction)
                             .window(TumblingEventTimeWindows::of(window))
                             .aggregate(MaxBidAggregate(), MaxBidsWithWindowEnd())
                             .name("Highest bids per auction");
       auto atWindowEnd = bids.filter(onWindowBoundary)
                              .name("Bids at a window end")
-                             .map([](const Bid& b) {
-                               return Q7Part{b.dateTime, true, MaxBids{b.price, {toBidRow(b)}}};
+                             .map([](const BidRow& b) {
+                               return Q7Part{b.dateTime, true, MaxBids{b.price, {b}}};
                              })
                              .name("As the previous window's candidates");
       auto highest = perAuction.unionWith(atWindowEnd)
@@ -860,20 +907,22 @@ void buildQuery(StreamExecutionEnvironment& env, Query q, const JobOptions& o,
       return;
     }
     case Query::kQ11: {
-      auto sessions = bidsOf(events)
-                          .keyBy(&Bid::bidder)
+      auto sessions = bidColumn(
+                          events, [](const Bid& b) { return b.bidder; }, "Bidders")
+                          .keyBy(&identity)
                           .window(EventTimeSessionWindows::withGap(window))
-                          .aggregate(CountAggregate<Bid>(), WithWindowBounds())
+                          .aggregate(CountAggregate<int64_t>(), WithWindowBounds())
                           .name("Bid sessions");
       sinkChecksum<KeyCountWindow>(sessions, std::move(out));
       return;
     }
     case Query::kQ12: {
-      auto perWindow = bidsOf(events)
-                           .keyBy(&Bid::bidder)
+      auto perWindow = bidColumn(
+                           events, [](const Bid& b) { return b.bidder; }, "Bidders")
+                           .keyBy(&identity)
                            .window(TumblingProcessingTimeWindows::of(window))
                            .trigger(ProcessingTimeOrEndOfInput())
-                           .aggregate(CountAggregate<Bid>(), WithWindowBounds())
+                           .aggregate(CountAggregate<int64_t>(), WithWindowBounds())
                            .name("Bids per processing-time window");
       perWindow.sinkTo(KeyCountSink<KeyCountWindow>(std::move(out)), "Per-bidder totals");
       return;
