@@ -374,7 +374,7 @@ Row runChained(int64_t n, int parallelism, int repeat) {
 // ---------------------------------------------------------------------------
 // (b) keyed-sum: generator of (i % 10000, 1) -> keyBy -> sum(1) -> sink.
 
-// `backend`: "hashmap" or "rocksdb" for state.backend.type; empty keeps the
+// `backend`: "hashmap", "rocksdb" or "tiered" for state.backend.type; empty keeps the
 // configured default (and the plain workload name).
 Row runKeyedSum(int64_t n, int parallelism, int repeat, const std::string& backend = {}) {
   // Key k occurs floor(n / K) times, once more if k < n mod K; its running
@@ -1341,9 +1341,10 @@ int main(int argc, char** argv) {
          "parallelism (repeatable); default 1 for chained, 1 and 2 for keyed-sum and wordcount")
       ->check(CLI::Range(1, 256));
   app.add_option("--state-backend", backends,
-                 "keyed-sum and wordcount: run with this state.backend.type (hashmap, rocksdb; "
-                 "repeatable; rows are named workload/backend); default: the configured one")
-      ->check(CLI::IsMember({"hashmap", "rocksdb"}));
+                 "keyed-sum and wordcount: run with this state.backend.type (hashmap, rocksdb, "
+                 "tiered; repeatable; rows are named workload/backend); default: the configured "
+                 "one")
+      ->check(CLI::IsMember({"hashmap", "rocksdb", "tiered"}));
   int64_t events = 0;
   NexmarkSetting nexmarkSetting;
   app.add_option("--events", events,
