@@ -50,6 +50,10 @@ struct AlignedWindows {
   int64_t size = 1;
   int64_t slide = 1;
   int64_t offset = 0;
+  // Processing-time windows (TumblingProcessingTimeWindows): an element's
+  // windows are those of the clock's time when it arrives, fired by
+  // processing-time timers. Not part of describe(): the slicing is the same.
+  bool processingTime = false;
 
   // "tumbling(size=1000, offset=0)", as errors and snapshots name it.
   std::string describe() const;
