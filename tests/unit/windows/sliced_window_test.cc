@@ -450,6 +450,20 @@ TEST(SlicedWindowTest, RefusesTheGeneralOperatorsSlidingWindows) {
   EXPECT_NE(error.find("pipeline.window.slicing: false"), std::string::npos) << error;
 }
 
+// Processing-time windows: the general operator's timers are per key and
+// window, in the processing-time domain; the restore fails and says what to do.
+TEST(SlicedWindowTest, RefusesTheGeneralOperatorsProcessingTimeWindows) {
+  Shape shape;
+  shape.windows = {window::AlignedKind::kTumbling, 10, 10, 0, true};
+  Subtasks<Out> general(windowOperator<Out>(shape, false), 1, nullptr);
+  general.element({"a", 1}, 3);
+  const auto restores = testing::redistribute(general.snapshot(), 1);
+  const std::string error =
+      errorOf([&] { Subtasks<Out> sliced(windowOperator<Out>(shape, true), 1, &restores); });
+  EXPECT_NE(error.find("processing-time"), std::string::npos) << error;
+  EXPECT_NE(error.find("pipeline.window.slicing: false"), std::string::npos) << error;
+}
+
 TEST(SlicedWindowTest, TheGeneralOperatorRefusesSlices) {
   const Shape shape = tumbling(10, 0);
   Subtasks<Out> sliced(windowOperator<Out>(shape, true), 1, nullptr);
