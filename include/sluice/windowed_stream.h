@@ -8,11 +8,11 @@
 // cumulating) or processing-time tumbling windows, the function is
 // incremental (reduce, aggregate, the field aggregations, with or without a
 // window function), there is neither a trigger other than the assigner's
-// default (EventTimeTrigger, ProcessingTimeTrigger) nor an evictor, and the environment's
-// configuration has `pipeline.window.slicing` on and `state.backend.type`
-// hashmap; the general WindowOperator otherwise. Both are compiled for such
-// windows; the stream graph names the one chosen ("SlicingWindow(...)" or
-// "Window(...)").
+// default (EventTimeTrigger, ProcessingTimeTrigger) nor an evictor, and the
+// environment's configuration has `pipeline.window.slicing` on and
+// `state.backend.type` hashmap; the general WindowOperator otherwise. Both
+// are compiled for such windows; the stream graph names the one chosen
+// ("SlicingWindow(...)" or "Window(...)").
 #pragma once
 
 #include <cctype>

@@ -1,9 +1,10 @@
 // The sliced window operator: tumbling, sliding and cumulating event-time
-// windows, and tumbling processing-time windows, with an incremental function (reduce, aggregate,
-// the field aggregations), with or without a window function, the default trigger and no evictor.
-// WindowedStream picks it over the general WindowOperator (window_operator.h) when
-// `pipeline.window.slicing` is on and the job's state backend is `hashmap`; both give the same
-// results (docs/windows.md lists the few differences).
+// windows, and tumbling processing-time windows, with an incremental
+// function (reduce, aggregate, the field aggregations), with or without a
+// window function, the default trigger and no evictor. WindowedStream picks
+// it over the general WindowOperator (window_operator.h) when
+// `pipeline.window.slicing` is on and the job's state backend is `hashmap`;
+// both give the same results (docs/windows.md lists the few differences).
 //
 // Instead of one accumulator per key and window, kept in the state backend
 // with a timer per key and window, it keeps one accumulator per key and
