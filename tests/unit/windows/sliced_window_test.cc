@@ -92,9 +92,8 @@ struct Shape {
   bool lateSide = false;
   bool passThrough = false;  // aggregate() without window function, else reduce + process
   std::string describe() const {
-    return windows.describe() + (windows.processingTime ? " processing-time" : "") + " lateness " +
-           std::to_string(lateness) + (lateSide ? " late-side" : " late-drop") +
-           (passThrough ? " aggregate" : " process");
+    return windows.describe() + " lateness " + std::to_string(lateness) +
+           (lateSide ? " late-side" : " late-drop") + (passThrough ? " aggregate" : " process");
   }
 };
 
@@ -462,6 +461,20 @@ TEST(SlicedWindowTest, RefusesTheGeneralOperatorsProcessingTimeWindows) {
       errorOf([&] { Subtasks<Out> sliced(windowOperator<Out>(shape, true), 1, &restores); });
   EXPECT_NE(error.find("processing-time"), std::string::npos) << error;
   EXPECT_NE(error.find("pipeline.window.slicing: false"), std::string::npos) << error;
+}
+
+// Event-time slices do not restore into processing-time windows (nor the
+// other way): the slices' watermark and firing are of another time.
+TEST(SlicedWindowTest, RefusesSlicesOfTheOtherTimeDomain) {
+  Shape processing = tumbling(10, 0);
+  processing.windows.processingTime = true;
+  Subtasks<Out> sliced(windowOperator<Out>(tumbling(10, 0), true), 1, nullptr);
+  sliced.element({"a", 1}, 3);
+  const auto restores = testing::redistribute(sliced.snapshot(), 1);
+  const std::string error =
+      errorOf([&] { Subtasks<Out> other(windowOperator<Out>(processing, true), 1, &restores); });
+  EXPECT_NE(error.find("processing-time tumbling(size=10 ms, offset=0 ms)"), std::string::npos)
+      << error;
 }
 
 TEST(SlicedWindowTest, TheGeneralOperatorRefusesSlices) {
