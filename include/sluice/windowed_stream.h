@@ -5,13 +5,14 @@
 // Which operator runs the windows is decided when the window function is
 // applied: the sliced window operator (internal/slicing_window_operator.h)
 // when the assigner makes aligned event-time windows (tumbling, sliding,
-// cumulating), the function is incremental (reduce, aggregate, the field
-// aggregations, with or without a window function), there is neither a
-// trigger other than EventTimeTrigger nor an evictor, and the environment's
-// configuration has `pipeline.window.slicing` on and `state.backend.type`
-// hashmap; the general WindowOperator otherwise. Both are compiled for such
-// windows; the stream graph names the one chosen ("SlicingWindow(...)" or
-// "Window(...)").
+// cumulating) or processing-time tumbling windows, the function is
+// incremental (reduce, aggregate, the field aggregations, with or without a
+// window function), there is neither a trigger other than the assigner's
+// default (EventTimeTrigger, ProcessingTimeTrigger) nor an evictor, and the
+// environment's configuration has `pipeline.window.slicing` on and
+// `state.backend.type` hashmap; the general WindowOperator otherwise. Both
+// are compiled for such windows; the stream graph names the one chosen
+// ("SlicingWindow(...)" or "Window(...)").
 #pragma once
 
 #include <cctype>
@@ -78,6 +79,8 @@ std::optional<window::AlignedWindows> alignedWindowsOf(const A& a) {
   using window::AlignedKind;
   if constexpr (std::is_same_v<A, TumblingEventTimeWindows>) {
     return window::AlignedWindows{AlignedKind::kTumbling, a.size, a.size, a.offset};
+  } else if constexpr (std::is_same_v<A, TumblingProcessingTimeWindows>) {
+    return window::AlignedWindows{AlignedKind::kTumbling, a.size, a.size, a.offset, true};
   } else if constexpr (std::is_same_v<A, SlidingEventTimeWindows>) {
     return window::AlignedWindows{AlignedKind::kSliding, a.size, a.slide, a.offset};
   } else if constexpr (std::is_same_v<A, CumulativeEventTimeWindows>) {
@@ -125,7 +128,8 @@ class WindowedStream {
   WindowedStream& trigger(S t) {
     spec_.trigger = [t] { return internal::buildTrigger<T, W>(t); };
     triggerSet_ = true;
-    defaultTrigger_ = std::is_same_v<S, EventTimeTrigger>;
+    eventTimeTrigger_ = std::is_same_v<S, EventTimeTrigger>;
+    processingTimeTrigger_ = std::is_same_v<S, ProcessingTimeTrigger>;
     return *this;
   }
   // CountEvictor::of, TimeEvictor::of, DeltaEvictor::of or an Evictor<T, W>.
@@ -348,7 +352,11 @@ class WindowedStream {
   // Whether the sliced window operator runs these windows (see the top of
   // this file); the types were checked by the caller.
   bool sliceable() const {
-    if (!spec_.aligned || evictor_ || (triggerSet_ && !defaultTrigger_)) return false;
+    if (!spec_.aligned || evictor_) return false;
+    // The assigner's default trigger, or that trigger set explicitly.
+    const bool defaultTrigger =
+        spec_.aligned->processingTime ? processingTimeTrigger_ : eventTimeTrigger_;
+    if (triggerSet_ && !defaultTrigger) return false;
     const Configuration& config = input_.environmentState()->config;
     if (!config.get(options::kPipelineWindowSlicing)) return false;
     std::string backend = config.get(options::kStateBackendType);
@@ -406,7 +414,8 @@ class WindowedStream {
   std::string assignerName_;
   bool all_ = false;
   bool triggerSet_ = false;
-  bool defaultTrigger_ = false;  // the trigger set is EventTimeTrigger::create()
+  bool eventTimeTrigger_ = false;       // the trigger set is EventTimeTrigger::create()
+  bool processingTimeTrigger_ = false;  // the trigger set is ProcessingTimeTrigger::create()
   std::function<std::unique_ptr<Evictor<T, W>>()> evictor_;
 };
 

@@ -11,7 +11,8 @@ std::string AlignedWindows::describe() const {
   auto ms = [](int64_t v) { return std::to_string(v) + " ms"; };
   switch (kind) {
     case AlignedKind::kTumbling:
-      return "tumbling(size=" + ms(size) + ", offset=" + ms(offset) + ")";
+      return std::string(processingTime ? "processing-time " : "") + "tumbling(size=" + ms(size) +
+             ", offset=" + ms(offset) + ")";
     case AlignedKind::kSliding:
       return "sliding(size=" + ms(size) + ", slide=" + ms(slide) + ", offset=" + ms(offset) + ")";
     case AlignedKind::kCumulating:

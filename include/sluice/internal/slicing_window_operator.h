@@ -1,10 +1,10 @@
 // The sliced window operator: tumbling, sliding and cumulating event-time
-// windows with an incremental function (reduce, aggregate, the field
-// aggregations), with or without a window function, the default trigger and
-// no evictor. WindowedStream picks it over the general WindowOperator
-// (window_operator.h) when `pipeline.window.slicing` is on and the job's
-// state backend is `hashmap`; both give the same results (docs/windows.md
-// lists the few differences).
+// windows, and tumbling processing-time windows, with an incremental
+// function (reduce, aggregate, the field aggregations), with or without a
+// window function, the default trigger and no evictor. WindowedStream picks
+// it over the general WindowOperator (window_operator.h) when
+// `pipeline.window.slicing` is on and the job's state backend is `hashmap`;
+// both give the same results (docs/windows.md lists the few differences).
 //
 // Instead of one accumulator per key and window, kept in the state backend
 // with a timer per key and window, it keeps one accumulator per key and
@@ -37,6 +37,16 @@
 // ("window-slices-layout"), checked on restore. A snapshot of the general
 // operator with tumbling windows is taken over (window::sliced_state.h).
 //
+// Processing time (spec.windows.processingTime): an element goes to the
+// slice of the clock's time when it arrives (never late), and the
+// scheduler is advanced by processing-time timers instead of the watermark:
+// one task timer per pending window end (registered when the window gets
+// its first slice, or restored), which fires and cleans up the window at its
+// maxTimestamp, as ProcessingTimeTrigger and the general operator's cleanup
+// timer do. The watermark is only forwarded. Timers pending at the end of
+// input do not fire. The general operator's processing-time state cannot be
+// taken over.
+//
 // Like WindowOperator, it is one class per (key, input, accumulator, value,
 // output) types: the incremental function (SliceFunction) and the window
 // function (InternalWindowFunction) are run-time strategies. Task thread only.
@@ -48,6 +58,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -269,7 +280,8 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
         passThrough_(dynamic_cast<const PassThroughWindowFunction<V, K, W>*>(
                          spec_.windowFunction.get()) != nullptr),
         slicing_(spec_.windows),
-        cleanup_(true, spec_.allowedLateness),
+        processingTime_(spec_.windows.processingTime),
+        cleanup_(!processingTime_, spec_.allowedLateness),
         combines_(spec_.windows.kind != window::AlignedKind::kTumbling) {
     scheduler_.init(slicing_, cleanup_, !passThrough_);
   }
@@ -326,13 +338,19 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
     openRich(fn_->rich());
     openRich(windowFunction_->rich());
   }
+  ~SlicingWindowOperator() override { *alive_ = false; }
   void close() override {
+    *alive_ = false;
     closeRich(windowFunction_->rich());
     closeRich(fn_->rich());
     keyed_.dispose();
   }
 
   void processElement(const StreamRecord<IN>& r) override {
+    if (processingTime_) {
+      processingTimeElement(r);
+      return;
+    }
     if (!r.hasTimestamp) [[unlikely]]
       throwNoTimestamp(spec_.assignerName);
     const int64_t ts = r.timestamp;
@@ -354,6 +372,10 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
 
   void processWatermark(int input, Watermark watermark) override {
     watermark_ = watermark.timestamp;
+    if (processingTime_) {  // only forwarded: processing-time timers fire windows
+      OneInputOperator<IN, OUT>::processWatermark(input, watermark);
+      return;
+    }
     invalidateCache();
     if (restoredAhead_ && watermark_ >= maxRestoredWatermark_) restoredAhead_ = false;
     scheduler_.advance(watermark_, *this);
@@ -485,7 +507,8 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
       --emptyKeys_;
     }
     e.newest = std::move(slice);
-    scheduler_.keysOf(e.newest.id, watermark_).push_back(e.k);
+    scheduler_.keysOf(e.newest.id, scheduleFrom()).push_back(e.k);
+    if (processingTime_) registerWindowTimers(e.newest.id);
   }
   template <class F>
   void forEachKey(F&& f) {
@@ -524,9 +547,54 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
     if (combines_ && combined_[k].valid && j <= combined_[k].through) combined_[k].valid = false;
   }
   std::vector<uint32_t>& keysOf(int64_t j) {
-    if (j != cacheSlice_ || cacheFirst_ > cacheLast_) return scheduler_.keysOf(j, watermark_);
-    if (cacheKeys_ == nullptr) cacheKeys_ = &scheduler_.keysOf(j, watermark_);
+    if (j != cacheSlice_ || cacheFirst_ > cacheLast_) return scheduler_.keysOf(j, scheduleFrom());
+    if (cacheKeys_ == nullptr) cacheKeys_ = &scheduler_.keysOf(j, scheduleFrom());
     return *cacheKeys_;
+  }
+  // The time from which a new slice's windows are scheduled: the watermark,
+  // or in processing time all of them (an element is in the windows of the
+  // clock's time, which have not fired: a window that fired already at this
+  // very millisecond is a new window, as in the general operator).
+  int64_t scheduleFrom() const { return processingTime_ ? kMinTimestamp : watermark_; }
+
+  // --- processing time -------------------------------------------------------
+
+  void processingTimeElement(const StreamRecord<IN>& r) {
+    const int64_t now = this->context().clock().currentTimeMillis();
+    if (now < cacheFirst_ || now > cacheLast_) [[unlikely]] {
+      cacheSlice_ = slicing_.sliceOf(now);
+      cacheFirst_ = slicing_.firstTimestamp(cacheSlice_);
+      cacheLast_ = slicing_.lastTimestamp(cacheSlice_);
+      cacheKeys_ = nullptr;
+      registerWindowTimers(cacheSlice_);
+    }
+    Entry& e = entry(spec_.key(r.value));
+    if (e.newest.id == cacheSlice_) [[likely]] {
+      fn_->add(e.newest.acc, r.value);
+      return;
+    }
+    addToSlice(e, cacheSlice_, r.value);
+  }
+  // A task timer at the maxTimestamp of each window of slice j, unless one
+  // is pending for that time already.
+  void registerWindowTimers(int64_t j) {
+    const WindowId last = slicing_.lastWindowOf(j);
+    for (WindowId w = slicing_.firstWindowOf(j); w <= last; w += slicing_.windowStep()) {
+      if (!slicing_.isWindow(w)) continue;
+      const int64_t at = slicing_.maxTimestamp(w);
+      if (!timers_.insert(at).second) continue;
+      this->context().registerProcessingTimer(at, [this, alive = alive_](int64_t t) {
+        if (*alive) onProcessingTimer(t);
+      });
+    }
+  }
+  // Fires and cleans up the windows ending at or before t.
+  void onProcessingTimer(int64_t t) {
+    timers_.erase(t);
+    // The cached slice may have been dropped: the next element re-registers.
+    invalidateCache();
+    scheduler_.advance(t, *this);
+    sweepEmptyKeys();
   }
 
   // --- elements --------------------------------------------------------------
@@ -723,7 +791,8 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
     KeyState& ks = keys_[k];
     const Slices slices(e, ks);
     s.clear();
-    s.watermark = std::max(ks.restoredWatermark, watermark_);
+    // Processing time: the slices' windows have all still to fire.
+    s.watermark = processingTime_ ? kMinTimestamp : std::max(ks.restoredWatermark, watermark_);
     for (size_t i = 0; i < slices.size(); ++i) s.add(slices[i].id, slices[i].acc);
     if (auto it = refire_.find(k); it != refire_.end()) {
       for (WindowId w : it->second) s.refire.push_back(slicing_.window(w));
@@ -791,6 +860,11 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
     KeyedStateBackend& backend = keyed_.backend();
     if (!window::hasKeyedEntries(backend, window::kGeneralWindowState)) return;
     const std::string& name = this->operatorName();
+    if (processingTime_) {
+      window::failGeneralStateImport(name,
+                                     "its windows are processing-time windows, whose state the "
+                                     "sliced operator cannot take over");
+    }
     if (spec_.windows.kind != window::AlignedKind::kTumbling) {
       window::failGeneralStateNotSliceable(name, spec_.windows.describe());
     }
@@ -861,6 +935,7 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
   std::unique_ptr<Function> windowFunction_;
   const bool passThrough_;
   window::Slicing slicing_;
+  const bool processingTime_;
   window::WindowCleanup cleanup_;
   const bool combines_;  // sliding or cumulating: windows merge slices
   window::SliceScheduler scheduler_;
@@ -875,6 +950,11 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
   std::map<uint32_t, std::vector<WindowId>> refire_;
 
   int64_t watermark_ = kMinTimestamp;
+  // Processing time: the times of the task timers registered and not fired
+  // yet (one per pending window end), and whether the operator is still
+  // there for them (cleared at close).
+  std::set<int64_t> timers_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   // Some key was restored with a watermark ahead of the operator's.
   bool restoredAhead_ = false;
   int64_t maxRestoredWatermark_ = kMinTimestamp;

@@ -50,8 +50,13 @@ struct AlignedWindows {
   int64_t size = 1;
   int64_t slide = 1;
   int64_t offset = 0;
+  // Processing-time windows (TumblingProcessingTimeWindows): an element's
+  // windows are those of the clock's time when it arrives, fired by
+  // processing-time timers.
+  bool processingTime = false;
 
-  // "tumbling(size=1000, offset=0)", as errors and snapshots name it.
+  // "tumbling(size=1000 ms, offset=0 ms)" ("processing-time tumbling(...)"),
+  // as errors and snapshots name it: a restore must have the same.
   std::string describe() const;
   friend bool operator==(const AlignedWindows&, const AlignedWindows&) = default;
 };

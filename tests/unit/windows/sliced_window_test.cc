@@ -6,6 +6,8 @@
 //     what the general operator emits straight through: window results,
 //     late elements, the window function's clear() calls (made visible
 //     through a side output) and numLateRecordsDropped;
+//   - the same for processing-time tumbling windows, on random elements,
+//     watermarks and moves of a manual clock (often onto a window's end);
 //   - a snapshot of the general operator with tumbling windows restores into
 //     the sliced one (at the same and at another parallelism), which goes on
 //     as the general operator would have;
@@ -121,8 +123,13 @@ std::shared_ptr<const OperatorFactory> windowOperator(const Shape& shape, bool s
   int id = -1;
   switch (w.kind) {
     case window::AlignedKind::kTumbling:
-      id = apply(
-          keyed.window(TumblingEventTimeWindows::of(milliseconds(w.size), milliseconds(w.offset))));
+      if (w.processingTime) {
+        id = apply(keyed.window(
+            TumblingProcessingTimeWindows::of(milliseconds(w.size), milliseconds(w.offset))));
+      } else {
+        id = apply(keyed.window(
+            TumblingEventTimeWindows::of(milliseconds(w.size), milliseconds(w.offset))));
+      }
       break;
     case window::AlignedKind::kSliding:
       id = apply(keyed.window(SlidingEventTimeWindows::of(
@@ -139,9 +146,9 @@ std::shared_ptr<const OperatorFactory> windowOperator(const Shape& shape, bool s
 }
 
 struct Step {
-  enum Kind { kElement, kWatermark, kEnd } kind = kElement;
+  enum Kind { kElement, kWatermark, kTime, kEnd } kind = kElement;
   Ev element;
-  int64_t ts = 0;
+  int64_t ts = 0;  // kTime: the manual clock's new time
 };
 
 std::vector<Step> randomSteps(std::mt19937_64& rng, int n) {
@@ -157,6 +164,38 @@ std::vector<Step> randomSteps(std::mt19937_64& rng, int n) {
       s.element = Ev{std::string(1, static_cast<char>('a' + rng() % 4)),
                      static_cast<int64_t>(1 + rng() % 100)};
       s.ts = watermark + static_cast<int64_t>(rng() % 60) - 25;
+    }
+    steps.push_back(s);
+  }
+  steps.push_back(Step{Step::kEnd, {}, 0});
+  return steps;
+}
+
+// Processing time: elements (their timestamps do not matter), watermarks,
+// and moves of the clock, by 0 to 11 ms or onto the last millisecond of a
+// window of `size` (offset 0), so that elements arrive at a window's end
+// after it fired.
+std::vector<Step> randomProcessingTimeSteps(std::mt19937_64& rng, int n, int64_t size) {
+  std::vector<Step> steps;
+  int64_t clock = 0;
+  for (int i = 0; i < n; ++i) {
+    Step s;
+    const uint64_t r = rng() % 10;
+    if (r < 3) {
+      s.kind = Step::kTime;
+      if (rng() % 2 == 0) {
+        clock += static_cast<int64_t>(rng() % 12);
+      } else {
+        clock = (clock / size + 1) * size - 1;
+      }
+      s.ts = clock;
+    } else if (r < 4) {
+      s.kind = Step::kWatermark;
+      s.ts = clock + static_cast<int64_t>(rng() % 30);
+    } else {
+      s.element = Ev{std::string(1, static_cast<char>('a' + rng() % 4)),
+                     static_cast<int64_t>(1 + rng() % 100)};
+      s.ts = static_cast<int64_t>(rng() % 100);
     }
     steps.push_back(s);
   }
@@ -192,6 +231,7 @@ Run play(std::shared_ptr<const OperatorFactory> factory, test::RunConfig config,
         runner.element(0, s.element, s.ts, runner.keyGroupOf(s.element.first));
         break;
       case Step::kWatermark: runner.watermark(0, s.ts); break;
+      case Step::kTime: runner.processingTime(s.ts); break;
       case Step::kEnd: runner.endOfInput(); break;
     }
     std::vector<std::string> lines;
@@ -260,6 +300,26 @@ TEST(SlicedWindowTest, BehavesAsTheGeneralOperatorOnRandomInput) {
     const Shape shape = randomShape(rng);
     SCOPED_TRACE("round " + std::to_string(round) + ": " + shape.describe());
     const std::vector<Step> steps = randomSteps(rng, 60);
+    if (shape.passThrough) {
+      compare<Ev>(shape, steps);
+    } else {
+      compare<Out>(shape, steps);
+    }
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+TEST(SlicedWindowTest, BehavesAsTheGeneralOperatorInProcessingTime) {
+  std::mt19937_64 rng(1812);
+  for (int round = 0; round < 24; ++round) {
+    Shape shape;
+    shape.windows.kind = window::AlignedKind::kTumbling;
+    shape.windows.size = shape.windows.slide = static_cast<int64_t>(2 + rng() % 12);
+    shape.windows.processingTime = true;
+    shape.lateness = round % 3 == 0 ? 17 : 0;  // does not apply to processing time
+    shape.passThrough = rng() % 3 == 0;
+    SCOPED_TRACE("round " + std::to_string(round) + ": " + shape.describe());
+    const std::vector<Step> steps = randomProcessingTimeSteps(rng, 80, shape.windows.size);
     if (shape.passThrough) {
       compare<Ev>(shape, steps);
     } else {
@@ -389,6 +449,34 @@ TEST(SlicedWindowTest, RefusesTheGeneralOperatorsSlidingWindows) {
   EXPECT_NE(error.find("pipeline.window.slicing: false"), std::string::npos) << error;
 }
 
+// Processing-time windows: the general operator's timers are per key and
+// window, in the processing-time domain; the restore fails and says what to do.
+TEST(SlicedWindowTest, RefusesTheGeneralOperatorsProcessingTimeWindows) {
+  Shape shape;
+  shape.windows = {window::AlignedKind::kTumbling, 10, 10, 0, true};
+  Subtasks<Out> general(windowOperator<Out>(shape, false), 1, nullptr);
+  general.element({"a", 1}, 3);
+  const auto restores = testing::redistribute(general.snapshot(), 1);
+  const std::string error =
+      errorOf([&] { Subtasks<Out> sliced(windowOperator<Out>(shape, true), 1, &restores); });
+  EXPECT_NE(error.find("processing-time"), std::string::npos) << error;
+  EXPECT_NE(error.find("pipeline.window.slicing: false"), std::string::npos) << error;
+}
+
+// Event-time slices do not restore into processing-time windows (nor the
+// other way): the slices' watermark and firing are of another time.
+TEST(SlicedWindowTest, RefusesSlicesOfTheOtherTimeDomain) {
+  Shape processing = tumbling(10, 0);
+  processing.windows.processingTime = true;
+  Subtasks<Out> sliced(windowOperator<Out>(tumbling(10, 0), true), 1, nullptr);
+  sliced.element({"a", 1}, 3);
+  const auto restores = testing::redistribute(sliced.snapshot(), 1);
+  const std::string error =
+      errorOf([&] { Subtasks<Out> other(windowOperator<Out>(processing, true), 1, &restores); });
+  EXPECT_NE(error.find("processing-time tumbling(size=10 ms, offset=0 ms)"), std::string::npos)
+      << error;
+}
+
 TEST(SlicedWindowTest, TheGeneralOperatorRefusesSlices) {
   const Shape shape = tumbling(10, 0);
   Subtasks<Out> sliced(windowOperator<Out>(shape, true), 1, nullptr);
@@ -483,8 +571,23 @@ TEST(SlicedWindowTest, ChoosesTheGeneralOperatorWhereSlicesDoNotApply) {
       [&](auto k) { return k.window(tumbling10).evictor(CountEvictor::of(2)).sum(1).getId(); })));
   EXPECT_FALSE(sliced(
       nameOf([&](auto k) { return k.window(tumbling10).process(CountingProcess{}).getId(); })));
+  // Processing-time tumbling windows with their default trigger; not with
+  // another trigger, nor sliding processing-time windows (not yet).
+  const auto processing10 = TumblingProcessingTimeWindows::of(milliseconds(10));
+  EXPECT_TRUE(sliced(nameOf([&](auto k) { return k.window(processing10).sum(1).getId(); })));
+  EXPECT_TRUE(sliced(nameOf([&](auto k) {
+    return k.window(processing10).trigger(ProcessingTimeTrigger::create()).sum(1).getId();
+  })));
   EXPECT_FALSE(sliced(nameOf([&](auto k) {
-    return k.window(TumblingProcessingTimeWindows::of(milliseconds(10))).sum(1).getId();
+    return k.window(processing10).trigger(EventTimeTrigger::create()).sum(1).getId();
+  })));
+  EXPECT_FALSE(sliced(nameOf([&](auto k) {
+    return k.window(tumbling10).trigger(ProcessingTimeTrigger::create()).sum(1).getId();
+  })));
+  EXPECT_FALSE(sliced(nameOf([&](auto k) {
+    return k.window(SlidingProcessingTimeWindows::of(milliseconds(10), milliseconds(5)))
+        .sum(1)
+        .getId();
   })));
   EXPECT_FALSE(sliced(nameOf([&](auto k) {
     return k.window(EventTimeSessionWindows::withGap(milliseconds(10))).sum(1).getId();

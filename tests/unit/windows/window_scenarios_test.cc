@@ -439,6 +439,8 @@ std::string modeName(Mode mode) {
 // from the scenario's settings alone (docs/windows.md, "Sliced windows").
 bool expectSliced(const Config& c, Mode mode) {
   static const std::vector<std::string> kAligned = {"tumbling", "sliding", "cumulating"};
+  // Processing-time windows the sliced operator runs, with their default trigger.
+  static const std::vector<std::string> kProcessing = {"tumbling-processing"};
   static const std::vector<std::string> kIncremental = {"sum",
                                                         "min",
                                                         "max",
@@ -453,9 +455,11 @@ bool expectSliced(const Config& c, Mode mode) {
   auto in = [](const std::vector<std::string>& v, const std::string& x) {
     return std::find(v.begin(), v.end(), x) != v.end();
   };
-  return mode.slicing && mode.config != test::RunConfig::kRocksDb && in(kAligned, c.assigner[0]) &&
-         in(kIncremental, c.function) && c.evictor.empty() &&
-         (c.trigger.empty() || c.trigger[0] == "event");
+  const bool processing = in(kProcessing, c.assigner[0]);
+  return mode.slicing && mode.config != test::RunConfig::kRocksDb &&
+         (in(kAligned, c.assigner[0]) || processing) && in(kIncremental, c.function) &&
+         c.evictor.empty() &&
+         (c.trigger.empty() || c.trigger[0] == (processing ? "processing" : "event"));
 }
 
 struct Result {
