@@ -358,8 +358,9 @@ class UserWindowFunction final : public InternalWindowFunction<V, OUT, K, W> {
 template <class IN, class W>
 struct WindowSettings {
   std::function<std::unique_ptr<WindowAssigner<IN, W>>()> assigner;
-  // Set when the assigner makes aligned event-time windows (tumbling,
-  // sliding, cumulating), which the sliced window operator can run.
+  // Set when the assigner makes aligned windows the sliced window operator
+  // can run: event-time tumbling, sliding or cumulating, or processing-time
+  // tumbling (AlignedWindows::processingTime).
   std::optional<window::AlignedWindows> aligned;
   std::function<std::unique_ptr<Trigger<IN, W>>()> trigger;  // null: the assigner's default
   int64_t allowedLateness = 0;
