@@ -345,8 +345,11 @@ void TimerQueue::remove(TimeDomain which, int64_t timestamp, std::string_view by
 
 void TimerQueue::advanceWatermark(int64_t watermark) {
   watermark_ = watermark;
-  Domain& d = *event_;
-  while (!d.empty() && d.top().timestamp <= watermark) {
+  fireUpTo(*event_, watermark, onEventTime_);
+}
+
+void TimerQueue::fireUpTo(Domain& d, int64_t time, const Callback& callback) {
+  while (!d.empty() && d.top().timestamp <= time) {
     Timer* t = d.popFirst();
     // Given back even when the callback throws (the task fails then).
     struct Release {
@@ -354,7 +357,7 @@ void TimerQueue::advanceWatermark(int64_t watermark) {
       Timer* t;
       ~Release() { d.release(t); }
     } release{d, t};
-    onEventTime_(t->timestamp, t->bytes.view());
+    callback(t->timestamp, t->bytes.view());
   }
 }
 
@@ -418,16 +421,7 @@ void TimerQueue::scheduleProcessing() {
 void TimerQueue::onProcessingTimer(int64_t at) {
   if (at == scheduledAt_) scheduledAt_ = kMaxTimestamp;
   const int64_t now = context_->clock().currentTimeMillis();
-  Domain& d = *processing_;
-  while (!d.empty() && d.top().timestamp <= now) {
-    Timer* t = d.popFirst();
-    struct Release {
-      Domain& d;
-      Timer* t;
-      ~Release() { d.release(t); }
-    } release{d, t};
-    onProcessingTime_(t->timestamp, t->bytes.view());
-  }
+  fireUpTo(*processing_, now, onProcessingTime_);
   scheduleProcessing();
 }
 

@@ -75,6 +75,8 @@ class TimerQueue {
   Domain& domain(TimeDomain d) const;
   void scheduleProcessing();
   void onProcessingTimer(int64_t at);
+  // Fires (and gives back) d's timers due at `time` or before, in order.
+  void fireUpTo(Domain& d, int64_t time, const Callback& callback);
 
   OperatorContext* context_ = nullptr;
   Callback onEventTime_;
