@@ -64,10 +64,11 @@ inline constexpr ConfigOption<bool> kPipelineObjectReuse{
 
 inline constexpr ConfigOption<bool> kPipelineWindowSlicing{
     "pipeline.window.slicing", true,
-    "Whether aligned event-time windows with an incremental aggregation use the sliced window "
-    "operator: tumbling, sliding and cumulating event-time windows with reduce, aggregate or a "
-    "field aggregation (with or without a window function), the default trigger, no evictor and "
-    "the hashmap state backend. A Sluice option; Flink's DataStream windows are never sliced."};
+    "Whether aligned windows with an incremental aggregation use the sliced window operator: "
+    "tumbling, sliding and cumulating event-time windows and tumbling processing-time windows "
+    "with reduce, aggregate or a field aggregation (with or without a window function), the "
+    "default trigger, no evictor and the hashmap state backend. A Sluice option; Flink's "
+    "DataStream windows are never sliced."};
 
 // ---- checkpoints and state ----
 

@@ -1,4 +1,4 @@
-// Slicing: the arithmetic of aligned event-time windows cut into slices, for
+// Slicing: the arithmetic of aligned windows cut into slices, for
 // the sliced window operator (internal/slicing_window_operator.h).
 //
 // Tumbling, sliding and cumulating windows are aligned: their boundaries are
@@ -40,11 +40,12 @@ namespace sluice::window {
 // Which aligned windows an assigner makes.
 enum class AlignedKind : uint8_t { kTumbling = 0, kSliding = 1, kCumulating = 2 };
 
-// The description of aligned event-time windows that WindowedStream captures
-// from TumblingEventTimeWindows, SlidingEventTimeWindows or
-// CumulativeEventTimeWindows (milliseconds). `slide` is the slide of sliding
-// windows, the step of cumulating ones and the size of tumbling ones; `size`
-// is the size (cumulating: the maximum size).
+// The description of aligned windows that WindowedStream captures from
+// TumblingEventTimeWindows, SlidingEventTimeWindows,
+// CumulativeEventTimeWindows or TumblingProcessingTimeWindows (milliseconds).
+// `slide` is the slide of sliding windows, the step of cumulating ones and
+// the size of tumbling ones; `size` is the size (cumulating: the maximum
+// size).
 struct AlignedWindows {
   AlignedKind kind = AlignedKind::kTumbling;
   int64_t size = 1;
