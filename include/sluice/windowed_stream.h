@@ -5,14 +5,16 @@
 // Which operator runs the windows is decided when the window function is
 // applied: the sliced window operator (internal/slicing_window_operator.h)
 // when the assigner makes aligned event-time windows (tumbling, sliding,
-// cumulating) or processing-time tumbling windows, the function is
+// cumulating) or processing-time tumbling windows, the session window
+// operator (internal/session_window_operator.h) when it makes event-time
+// sessions with a static gap, in both cases when the function is
 // incremental (reduce, aggregate, the field aggregations, with or without a
 // window function), there is neither a trigger other than the assigner's
 // default (EventTimeTrigger, ProcessingTimeTrigger) nor an evictor, and the
 // environment's configuration has `pipeline.window.slicing` on and
-// `state.backend.type` hashmap; the general WindowOperator otherwise. Both
+// `state.backend.type` hashmap; the general WindowOperator otherwise. All
 // are compiled for such windows; the stream graph names the one chosen
-// ("SlicingWindow(...)" or "Window(...)").
+// ("SlicingWindow(...)", "SessionWindow(...)" or "Window(...)").
 #pragma once
 
 #include <cctype>
@@ -27,6 +29,7 @@
 #include <sluice/core/config_options.h>
 #include <sluice/core/owned.h>
 #include <sluice/datastream.h>
+#include <sluice/internal/session_window_operator.h>
 #include <sluice/internal/slicing_window_operator.h>
 #include <sluice/internal/window_operator.h>
 #include <sluice/window/slicing.h>
@@ -91,7 +94,18 @@ std::optional<window::AlignedWindows> alignedWindowsOf(const A& a) {
   }
 }
 
-// The types the sliced window operator can hold.
+// The gap of static event-time sessions, if the assigner makes them.
+template <class A>
+std::optional<int64_t> sessionGapOf(const A& a) {
+  if constexpr (std::is_same_v<A, EventTimeSessionWindows>) {
+    return a.gap;
+  } else {
+    (void)a;
+    return std::nullopt;
+  }
+}
+
+// The types the sliced (and the session) window operator can hold.
 template <class K, class W, class ACC>
 inline constexpr bool kSliceable = std::is_same_v<W, TimeWindow>&& SliceableKey<K>&&
     std::default_initializable<ACC>&& std::copy_constructible<ACC>&& Serializable<ACC>;
@@ -166,6 +180,7 @@ class WindowedStream {
     auto function = internal::passThrough<T, K, W>();
     if constexpr (internal::kSliceable<K, W, T>) {
       if (sliceable()) return buildSliced<T>("reduce", reduceSlices(f), function);
+      if (sessionable()) return buildSessions<T>("reduce", reduceSlices(f), function);
     }
     return build("reduce", reduceContents(std::move(f)), std::move(function));
   }
@@ -175,6 +190,7 @@ class WindowedStream {
     auto function = internal::makeWindowFunction<T, K, W>(std::move(windowFunction));
     if constexpr (internal::kSliceable<K, W, T>) {
       if (sliceable()) return buildSliced<T>("reduce", reduceSlices(f), function);
+      if (sessionable()) return buildSessions<T>("reduce", reduceSlices(f), function);
     }
     return build("reduce", reduceContents(std::move(f)), std::move(function));
   }
@@ -189,6 +205,9 @@ class WindowedStream {
       if (sliceable())
         return buildSliced<typename A::AccumulatorType>("aggregate", aggregateSlices(agg),
                                                         function);
+      if (sessionable())
+        return buildSessions<typename A::AccumulatorType>("aggregate", aggregateSlices(agg),
+                                                          function);
     }
     return build("aggregate", aggregateContents(std::move(agg)), std::move(function));
   }
@@ -201,6 +220,9 @@ class WindowedStream {
       if (sliceable())
         return buildSliced<typename A::AccumulatorType>("aggregate", aggregateSlices(agg),
                                                         function);
+      if (sessionable())
+        return buildSessions<typename A::AccumulatorType>("aggregate", aggregateSlices(agg),
+                                                          function);
     }
     return build("aggregate", aggregateContents(std::move(agg)), std::move(function));
   }
@@ -357,6 +379,17 @@ class WindowedStream {
     const bool defaultTrigger =
         spec_.aligned->processingTime ? processingTimeTrigger_ : eventTimeTrigger_;
     if (triggerSet_ && !defaultTrigger) return false;
+    return fastPathConfigured();
+  }
+  // Whether the session window operator runs these windows (see the top of
+  // this file); the types were checked by the caller.
+  bool sessionable() const {
+    if (!spec_.sessionGap || evictor_) return false;
+    if (triggerSet_ && !eventTimeTrigger_) return false;
+    return fastPathConfigured();
+  }
+  // `pipeline.window.slicing` on and the hashmap state backend.
+  bool fastPathConfigured() const {
     const Configuration& config = input_.environmentState()->config;
     if (!config.get(options::kPipelineWindowSlicing)) return false;
     std::string backend = config.get(options::kStateBackendType);
@@ -381,6 +414,29 @@ class WindowedStream {
     spec.function = std::move(fn);
     spec.windowFunction = std::move(function);
     std::string name = std::string(all_ ? "SlicingAllWindow(" : "SlicingWindow(") + assignerName_ +
+                       ", " + what + ")";
+    auto factory = [spec = std::move(spec)]() { return internal::makeOwned<Op>(spec); };
+    auto out = input_.template transform<OUT>(name, std::move(factory));
+    if (all_) out.setParallelism(1);
+    return out;
+  }
+
+  // One session operator class per (key, input, accumulator, value, output)
+  // types; the functions are run-time strategies.
+  template <class ACC, class V, class OUT>
+  SingleOutputStreamOperator<OUT> buildSessions(
+      const char* what, std::shared_ptr<const internal::SliceFunction<T, ACC, V>> fn,
+      std::shared_ptr<const internal::InternalWindowFunction<V, OUT, K, W>> function) {
+    using Op = internal::SessionWindowOperator<K, T, ACC, V, OUT>;
+    internal::SessionWindowSpec<K, T, ACC, V, OUT> spec;
+    spec.gap = *spec_.sessionGap;
+    spec.assignerName = assignerName_;
+    spec.allowedLateness = spec_.allowedLateness;
+    spec.lateDataTag = spec_.lateDataTag;
+    spec.key = input_.getKeySelector();
+    spec.function = std::move(fn);
+    spec.windowFunction = std::move(function);
+    std::string name = std::string(all_ ? "SessionAllWindow(" : "SessionWindow(") + assignerName_ +
                        ", " + what + ")";
     auto factory = [spec = std::move(spec)]() { return internal::makeOwned<Op>(spec); };
     auto out = input_.template transform<OUT>(name, std::move(factory));
@@ -434,6 +490,7 @@ auto KeyedStream<T, K, KS>::window(A assigner) const {
   internal::WindowSettings<T, W> spec;
   spec.assigner = [assigner] { return internal::buildAssigner<T>(assigner); };
   spec.aligned = internal::alignedWindowsOf(assigner);
+  spec.sessionGap = internal::sessionGapOf(assigner);
   std::string name = spec.assigner()->toString();
   return WindowedStream<T, K, KS, W>(*this, std::move(spec), std::move(name));
 }
@@ -462,6 +519,7 @@ auto DataStream<T>::windowAll(A assigner) const {
   internal::WindowSettings<T, W> spec;
   spec.assigner = [assigner] { return internal::buildAssigner<T>(assigner); };
   spec.aligned = internal::alignedWindowsOf(assigner);
+  spec.sessionGap = internal::sessionGapOf(assigner);
   std::string name = spec.assigner()->toString();
   return AllWindowedStream<T, W>(std::move(keyed), std::move(spec), std::move(name), true);
 }
