@@ -5,8 +5,9 @@
 // event, so windows fire all through the run, not only at the end of input;
 // with the delay bound equal to the real disorder no element is ever late.
 // The aligned windows run twice, on the sliced window operator
-// (pipeline.window.slicing on) and on the general one (off); the test checks
-// the stream graph for the operator it expects.
+// (pipeline.window.slicing on) and on the general one (off), and so do the
+// sessions, on the session window operator and the general one; the test
+// checks the stream graph for the operator it expects.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -158,8 +159,9 @@ std::vector<Result> runEngine(const std::vector<Event>& events, int parallelism,
   auto run = [&](auto windowed) {
     auto op = windowed.reduce(sum, AddWindowStart());
     const std::string& name = env.getStreamGraph().node(op.getId()).name;
-    const bool expectSliced = slicing && backend == "hashmap" && kind != Kind::kSession;
-    EXPECT_EQ(name.rfind("SlicingWindow(", 0) == 0, expectSliced) << name;
+    const bool fast = slicing && backend == "hashmap";
+    EXPECT_EQ(name.rfind("SlicingWindow(", 0) == 0, fast && kind != Kind::kSession) << name;
+    EXPECT_EQ(name.rfind("SessionWindow(", 0) == 0, fast && kind == Kind::kSession) << name;
     return op.executeAndCollect();
   };
   std::vector<Result> out;
@@ -230,8 +232,11 @@ TEST_P(WindowPropertyTest, SessionSumsMatchTheReference) {
     auto events = randomEvents(static_cast<uint64_t>(gap) * 7, 2000);
     auto expected = referenceSessions(events, gap);
     ASSERT_FALSE(expected.empty());
-    EXPECT_EQ(runEngine(events, parallelism, Kind::kSession, gap, 0), expected)
-        << "gap " << gap << " parallelism " << parallelism;
+    for (bool slicing : {true, false}) {
+      EXPECT_EQ(runEngine(events, parallelism, Kind::kSession, gap, 0, "hashmap", slicing),
+                expected)
+          << "gap " << gap << " parallelism " << parallelism << " slicing " << slicing;
+    }
   }
 }
 
