@@ -588,6 +588,12 @@ Result runOp(StreamExecutionEnvironment& env, const SingleOutputStreamOperator<O
   return play<OUT>(node.factory, s, mode);
 }
 
+// Whether a WindowedStream is one of windowAll (of any assigner kind).
+template <class WS>
+struct IsAllWindows : std::false_type {};
+template <class T, class W, internal::FastWindows F>
+struct IsAllWindows<AllWindowedStream<T, W, F>> : std::true_type {};
+
 // Applies the scenario's window function to a WindowedStream / AllWindowedStream.
 template <class WS>
 Result applyFunction(StreamExecutionEnvironment& env, WS ws, const Scenario& s, Mode mode) {
@@ -595,7 +601,7 @@ Result applyFunction(StreamExecutionEnvironment& env, WS ws, const Scenario& s, 
       decltype(std::declval<typename WS::Spec>().assigner())>::element_type::WindowType;
   configure(ws, s.config);
   const std::string& f = s.config.function;
-  constexpr bool kAll = std::is_same_v<WS, AllWindowedStream<Ev, W>>;
+  constexpr bool kAll = IsAllWindows<WS>::value;
   if (f == "sum") return runOp(env, ws.sum(1), s, mode);
   if (f == "min") return runOp(env, ws.min(1), s, mode);
   if (f == "max") return runOp(env, ws.max(1), s, mode);
