@@ -169,10 +169,11 @@ class SessionWindowOperator final : public OneInputOperator<IN, OUT> {
         backend, ValueStateDescriptor<Stored>(window::kSessionWindowState));
     if (restore != nullptr) {
       if (window::hasKeyedEntries(backend, window::kSlicedWindowState)) {
-        window::failGeneralStateImport(
-            this->operatorName(),
-            "the restored state holds window slices of the sliced window operator ('" +
-                std::string(window::kSlicedWindowState) + "'), not sessions");
+        throw SluiceException("operator '" + this->operatorName() +
+                              "': the restored state holds the window slices of the sliced "
+                              "window operator ('" +
+                              std::string(window::kSlicedWindowState) +
+                              "'), not sessions; restore it into the windows it was taken with");
       }
       takeOverGeneralState(*restore);
       loadSessions();

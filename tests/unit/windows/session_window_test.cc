@@ -391,6 +391,24 @@ TEST(SessionWindowTest, RefusesTheGeneralOperatorsTumblingWindows) {
   EXPECT_NE(error.find("pipeline.window.slicing: false"), std::string::npos) << error;
 }
 
+// Slices of the sliced operator are not sessions.
+TEST(SessionWindowTest, RefusesSlices) {
+  StreamExecutionEnvironment env;
+  const int id = env.fromElements(Ev{"unused", 0})
+                     .keyBy([](const Ev& e) { return e.first; })
+                     .window(TumblingEventTimeWindows::of(milliseconds(10)))
+                     .reduce(&concatReduce, CountingProcess{})
+                     .getId();
+  ASSERT_EQ(env.getStreamGraph().node(id).name.rfind("SlicingWindow(", 0), 0u);
+  Subtasks<Out> sliced(env.getStreamGraph().node(id).factory, 1, nullptr);
+  sliced.step(Step{Step::kElement, {"a", 1}, 3});
+  const auto restores = testing::redistribute(sliced.snapshot(), 1);
+  const std::string error =
+      errorOf([&] { Subtasks<Out> sessions(windowOperator<Out>(Shape{}, true), 1, &restores); });
+  EXPECT_NE(error.find("window-slices"), std::string::npos) << error;
+  EXPECT_NE(error.find("not sessions"), std::string::npos) << error;
+}
+
 // Keys whose sessions are all cleaned up leave the table, and the schedule
 // does not grow with the number of elements of a growing session.
 TEST(SessionWindowTest, KeysLeaveTheTableAndTheScheduleStaysSmall) {
