@@ -5,14 +5,18 @@
 // Which operator runs the windows is decided when the window function is
 // applied: the sliced window operator (internal/slicing_window_operator.h)
 // when the assigner makes aligned event-time windows (tumbling, sliding,
-// cumulating) or processing-time tumbling windows, the function is
+// cumulating) or processing-time tumbling windows, the session window
+// operator (internal/session_window_operator.h) when it makes event-time
+// sessions with a static gap, in both cases when the function is
 // incremental (reduce, aggregate, the field aggregations, with or without a
 // window function), there is neither a trigger other than the assigner's
 // default (EventTimeTrigger, ProcessingTimeTrigger) nor an evictor, and the
 // environment's configuration has `pipeline.window.slicing` on and
-// `state.backend.type` hashmap; the general WindowOperator otherwise. Both
-// are compiled for such windows; the stream graph names the one chosen
-// ("SlicingWindow(...)" or "Window(...)").
+// `state.backend.type` hashmap; the general WindowOperator otherwise. The
+// general operator and the fast one the assigner's type allows are compiled
+// (both fast ones for a WindowedStream whose type leaves the assigner's kind
+// out); the stream graph names the one chosen ("SlicingWindow(...)",
+// "SessionWindow(...)" or "Window(...)").
 #pragma once
 
 #include <cctype>
@@ -27,6 +31,7 @@
 #include <sluice/core/config_options.h>
 #include <sluice/core/owned.h>
 #include <sluice/datastream.h>
+#include <sluice/internal/session_window_operator.h>
 #include <sluice/internal/slicing_window_operator.h>
 #include <sluice/internal/window_operator.h>
 #include <sluice/window/slicing.h>
@@ -91,7 +96,33 @@ std::optional<window::AlignedWindows> alignedWindowsOf(const A& a) {
   }
 }
 
-// The types the sliced window operator can hold.
+// The gap of static event-time sessions, if the assigner makes them.
+template <class A>
+std::optional<int64_t> sessionGapOf(const A& a) {
+  if constexpr (std::is_same_v<A, EventTimeSessionWindows>) {
+    return a.gap;
+  } else {
+    (void)a;
+    return std::nullopt;
+  }
+}
+
+// Which fast window operator an assigner's windows can run on, known from
+// the assigner's type, so that a job compiles only the operators its windows
+// may use (each is a sizeable template). kAny: any, decided at run time (a
+// WindowedStream converted to the type without this argument).
+enum class FastWindows { kAny, kNone, kSliced, kSessions };
+template <class A>
+inline constexpr FastWindows kFastWindowsOf =
+    std::is_same_v<A, EventTimeSessionWindows> ? FastWindows::kSessions
+    : std::is_same_v<A, TumblingEventTimeWindows> ||
+            std::is_same_v<A, TumblingProcessingTimeWindows> ||
+            std::is_same_v<A, SlidingEventTimeWindows> ||
+            std::is_same_v<A, CumulativeEventTimeWindows>
+        ? FastWindows::kSliced
+        : FastWindows::kNone;
+
+// The types the sliced (and the session) window operator can hold.
 template <class K, class W, class ACC>
 inline constexpr bool kSliceable = std::is_same_v<W, TimeWindow>&& SliceableKey<K>&&
     std::default_initializable<ACC>&& std::copy_constructible<ACC>&& Serializable<ACC>;
@@ -110,8 +141,16 @@ concept AggregateFn = requires {
 
 }  // namespace internal
 
-template <class T, class K, class KS, class W>
+// kFast: the fast operators these windows may run on (window() sets it from
+// the assigner's type); leave it out to name the type of any WindowedStream.
+template <class T, class K, class KS, class W,
+          internal::FastWindows kFast = internal::FastWindows::kAny>
 class WindowedStream {
+  static constexpr bool kMaySlice =
+      kFast == internal::FastWindows::kAny || kFast == internal::FastWindows::kSliced;
+  static constexpr bool kMaySession =
+      kFast == internal::FastWindows::kAny || kFast == internal::FastWindows::kSessions;
+
  public:
   using Spec = internal::WindowSettings<T, W>;
 
@@ -121,6 +160,18 @@ class WindowedStream {
         spec_(std::move(spec)),
         assignerName_(std::move(assignerName)),
         all_(allWindows) {}
+  // Any WindowedStream converts to the one without kFast.
+  template <internal::FastWindows kOther>
+  requires(kFast == internal::FastWindows::kAny && kOther != internal::FastWindows::kAny)
+      WindowedStream(WindowedStream<T, K, KS, W, kOther> other)
+      : input_(std::move(other.input_)),
+        spec_(std::move(other.spec_)),
+        assignerName_(std::move(other.assignerName_)),
+        all_(other.all_),
+        triggerSet_(other.triggerSet_),
+        eventTimeTrigger_(other.eventTimeTrigger_),
+        processingTimeTrigger_(other.processingTimeTrigger_),
+        evictor_(std::move(other.evictor_)) {}
 
   // A built-in trigger (EventTimeTrigger::create(), CountTrigger::of(n),
   // PurgingTrigger::of(...), ...) or an object of a Trigger<T, W> subclass.
@@ -165,7 +216,12 @@ class WindowedStream {
     checkReduce<F>();
     auto function = internal::passThrough<T, K, W>();
     if constexpr (internal::kSliceable<K, W, T>) {
-      if (sliceable()) return buildSliced<T>("reduce", reduceSlices(f), function);
+      if constexpr (kMaySlice) {
+        if (sliceable()) return buildSliced<T>("reduce", reduceSlices(f), function);
+      }
+      if constexpr (kMaySession) {
+        if (sessionable()) return buildSessions<T>("reduce", reduceSlices(f), function);
+      }
     }
     return build("reduce", reduceContents(std::move(f)), std::move(function));
   }
@@ -174,7 +230,12 @@ class WindowedStream {
     checkReduce<F>();
     auto function = internal::makeWindowFunction<T, K, W>(std::move(windowFunction));
     if constexpr (internal::kSliceable<K, W, T>) {
-      if (sliceable()) return buildSliced<T>("reduce", reduceSlices(f), function);
+      if constexpr (kMaySlice) {
+        if (sliceable()) return buildSliced<T>("reduce", reduceSlices(f), function);
+      }
+      if constexpr (kMaySession) {
+        if (sessionable()) return buildSessions<T>("reduce", reduceSlices(f), function);
+      }
     }
     return build("reduce", reduceContents(std::move(f)), std::move(function));
   }
@@ -186,9 +247,13 @@ class WindowedStream {
     using R = typename A::OutputType;
     auto function = internal::passThrough<R, K, W>();
     if constexpr (internal::kSliceable<K, W, typename A::AccumulatorType>) {
-      if (sliceable())
-        return buildSliced<typename A::AccumulatorType>("aggregate", aggregateSlices(agg),
-                                                        function);
+      using ACC = typename A::AccumulatorType;
+      if constexpr (kMaySlice) {
+        if (sliceable()) return buildSliced<ACC>("aggregate", aggregateSlices(agg), function);
+      }
+      if constexpr (kMaySession) {
+        if (sessionable()) return buildSessions<ACC>("aggregate", aggregateSlices(agg), function);
+      }
     }
     return build("aggregate", aggregateContents(std::move(agg)), std::move(function));
   }
@@ -198,9 +263,13 @@ class WindowedStream {
     using R = typename A::OutputType;
     auto function = internal::makeWindowFunction<R, K, W>(std::move(windowFunction));
     if constexpr (internal::kSliceable<K, W, typename A::AccumulatorType>) {
-      if (sliceable())
-        return buildSliced<typename A::AccumulatorType>("aggregate", aggregateSlices(agg),
-                                                        function);
+      using ACC = typename A::AccumulatorType;
+      if constexpr (kMaySlice) {
+        if (sliceable()) return buildSliced<ACC>("aggregate", aggregateSlices(agg), function);
+      }
+      if constexpr (kMaySession) {
+        if (sessionable()) return buildSessions<ACC>("aggregate", aggregateSlices(agg), function);
+      }
     }
     return build("aggregate", aggregateContents(std::move(agg)), std::move(function));
   }
@@ -278,6 +347,9 @@ class WindowedStream {
   }
 
  private:
+  template <class, class, class, class, internal::FastWindows>
+  friend class WindowedStream;
+
   template <class F>
   static void checkReduce() {
     static_assert(internal::WindowReduceFn<F, T>,
@@ -357,6 +429,17 @@ class WindowedStream {
     const bool defaultTrigger =
         spec_.aligned->processingTime ? processingTimeTrigger_ : eventTimeTrigger_;
     if (triggerSet_ && !defaultTrigger) return false;
+    return fastPathConfigured();
+  }
+  // Whether the session window operator runs these windows (see the top of
+  // this file); the types were checked by the caller.
+  bool sessionable() const {
+    if (!spec_.sessionGap || evictor_) return false;
+    if (triggerSet_ && !eventTimeTrigger_) return false;
+    return fastPathConfigured();
+  }
+  // `pipeline.window.slicing` on and the hashmap state backend.
+  bool fastPathConfigured() const {
     const Configuration& config = input_.environmentState()->config;
     if (!config.get(options::kPipelineWindowSlicing)) return false;
     std::string backend = config.get(options::kStateBackendType);
@@ -381,6 +464,29 @@ class WindowedStream {
     spec.function = std::move(fn);
     spec.windowFunction = std::move(function);
     std::string name = std::string(all_ ? "SlicingAllWindow(" : "SlicingWindow(") + assignerName_ +
+                       ", " + what + ")";
+    auto factory = [spec = std::move(spec)]() { return internal::makeOwned<Op>(spec); };
+    auto out = input_.template transform<OUT>(name, std::move(factory));
+    if (all_) out.setParallelism(1);
+    return out;
+  }
+
+  // One session operator class per (key, input, accumulator, value, output)
+  // types; the functions are run-time strategies.
+  template <class ACC, class V, class OUT>
+  SingleOutputStreamOperator<OUT> buildSessions(
+      const char* what, std::shared_ptr<const internal::SliceFunction<T, ACC, V>> fn,
+      std::shared_ptr<const internal::InternalWindowFunction<V, OUT, K, W>> function) {
+    using Op = internal::SessionWindowOperator<K, T, ACC, V, OUT>;
+    internal::SessionWindowSpec<K, T, ACC, V, OUT> spec;
+    spec.gap = *spec_.sessionGap;
+    spec.assignerName = assignerName_;
+    spec.allowedLateness = spec_.allowedLateness;
+    spec.lateDataTag = spec_.lateDataTag;
+    spec.key = input_.getKeySelector();
+    spec.function = std::move(fn);
+    spec.windowFunction = std::move(function);
+    std::string name = std::string(all_ ? "SessionAllWindow(" : "SessionWindow(") + assignerName_ +
                        ", " + what + ")";
     auto factory = [spec = std::move(spec)]() { return internal::makeOwned<Op>(spec); };
     auto out = input_.template transform<OUT>(name, std::move(factory));
@@ -422,8 +528,8 @@ class WindowedStream {
 // windowAll(...): one window operator instance (parallelism 1) sees every
 // element. Same configuration and functions as WindowedStream, with
 // ProcessAllWindowFunction / AllWindowFunction as window functions.
-template <class T, class W>
-using AllWindowedStream = WindowedStream<T, uint8_t, internal::NullKeySelector<T>, W>;
+template <class T, class W, internal::FastWindows kFast = internal::FastWindows::kAny>
+using AllWindowedStream = WindowedStream<T, uint8_t, internal::NullKeySelector<T>, W, kFast>;
 
 // --- KeyedStream / DataStream entry points -------------------------------------
 
@@ -434,8 +540,10 @@ auto KeyedStream<T, K, KS>::window(A assigner) const {
   internal::WindowSettings<T, W> spec;
   spec.assigner = [assigner] { return internal::buildAssigner<T>(assigner); };
   spec.aligned = internal::alignedWindowsOf(assigner);
+  spec.sessionGap = internal::sessionGapOf(assigner);
   std::string name = spec.assigner()->toString();
-  return WindowedStream<T, K, KS, W>(*this, std::move(spec), std::move(name));
+  return WindowedStream<T, K, KS, W, internal::kFastWindowsOf<A>>(*this, std::move(spec),
+                                                                  std::move(name));
 }
 
 template <class T, class K, class KS>
@@ -462,8 +570,10 @@ auto DataStream<T>::windowAll(A assigner) const {
   internal::WindowSettings<T, W> spec;
   spec.assigner = [assigner] { return internal::buildAssigner<T>(assigner); };
   spec.aligned = internal::alignedWindowsOf(assigner);
+  spec.sessionGap = internal::sessionGapOf(assigner);
   std::string name = spec.assigner()->toString();
-  return AllWindowedStream<T, W>(std::move(keyed), std::move(spec), std::move(name), true);
+  return AllWindowedStream<T, W, internal::kFastWindowsOf<A>>(std::move(keyed), std::move(spec),
+                                                              std::move(name), true);
 }
 
 template <class T>

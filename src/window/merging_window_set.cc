@@ -2,6 +2,7 @@
 
 #include <sluice/internal/keyed_state.h>
 #include <sluice/window/merging_window_set.h>
+#include <sluice/window/sliced_state.h>
 
 namespace sluice::window {
 namespace {
@@ -14,7 +15,7 @@ bool byWindow(const MergingWindowSet::Entry& a, const MergingWindowSet::Entry& b
 
 void MergingWindowSet::init(KeyedStateBackend& backend) {
   state_ = &getOrCreateListState<VoidNamespace>(backend,
-                                                ListStateDescriptor<Entry>("merging-window-set"));
+                                                ListStateDescriptor<Entry>(kMergingWindowSetState));
 }
 
 void MergingWindowSet::load() {

@@ -17,6 +17,16 @@ bool hasKeyedEntries(KeyedStateBackend& backend, const std::string& state) {
 }
 
 void checkNoSlicedState(KeyedStateBackend& backend, const std::string& operatorName) {
+  if (hasKeyedEntries(backend, kSessionWindowState)) {
+    throw SluiceException(
+        "operator '" + operatorName +
+        "': the restored state holds the sessions of the session window operator ('" +
+        kSessionWindowState +
+        "'), which this general window operator cannot fire. It was taken with "
+        "pipeline.window.slicing: true and event-time session windows with a static gap; restore "
+        "it with the same windows and pipeline.window.slicing: true (and the hashmap state "
+        "backend)");
+  }
   if (!hasKeyedEntries(backend, kSlicedWindowState)) return;
   throw SluiceException(
       "operator '" + operatorName +

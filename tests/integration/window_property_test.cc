@@ -5,8 +5,9 @@
 // event, so windows fire all through the run, not only at the end of input;
 // with the delay bound equal to the real disorder no element is ever late.
 // The aligned windows run twice, on the sliced window operator
-// (pipeline.window.slicing on) and on the general one (off); the test checks
-// the stream graph for the operator it expects.
+// (pipeline.window.slicing on) and on the general one (off), and so do the
+// sessions, on the session window operator and the general one; the test
+// checks the stream graph for the operator it expects.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -158,8 +159,9 @@ std::vector<Result> runEngine(const std::vector<Event>& events, int parallelism,
   auto run = [&](auto windowed) {
     auto op = windowed.reduce(sum, AddWindowStart());
     const std::string& name = env.getStreamGraph().node(op.getId()).name;
-    const bool expectSliced = slicing && backend == "hashmap" && kind != Kind::kSession;
-    EXPECT_EQ(name.rfind("SlicingWindow(", 0) == 0, expectSliced) << name;
+    const bool fast = slicing && backend == "hashmap";
+    EXPECT_EQ(name.rfind("SlicingWindow(", 0) == 0, fast && kind != Kind::kSession) << name;
+    EXPECT_EQ(name.rfind("SessionWindow(", 0) == 0, fast && kind == Kind::kSession) << name;
     return op.executeAndCollect();
   };
   std::vector<Result> out;
@@ -230,8 +232,11 @@ TEST_P(WindowPropertyTest, SessionSumsMatchTheReference) {
     auto events = randomEvents(static_cast<uint64_t>(gap) * 7, 2000);
     auto expected = referenceSessions(events, gap);
     ASSERT_FALSE(expected.empty());
-    EXPECT_EQ(runEngine(events, parallelism, Kind::kSession, gap, 0), expected)
-        << "gap " << gap << " parallelism " << parallelism;
+    for (bool slicing : {true, false}) {
+      EXPECT_EQ(runEngine(events, parallelism, Kind::kSession, gap, 0, "hashmap", slicing),
+                expected)
+          << "gap " << gap << " parallelism " << parallelism << " slicing " << slicing;
+    }
   }
 }
 
@@ -239,12 +244,13 @@ INSTANTIATE_TEST_SUITE_P(Parallelism, WindowPropertyTest, ::testing::Values(1, 2
 
 // The same windows with their contents in RocksDB: window state goes through
 // the state interface, so the results must not change.
-// A job on the sliced window operator fails after two checkpoints, restarts
-// from the latest (its slices rescaled by key group into the new attempt)
-// and replays the rest: every window comes out with the reference's sum
-// (the collect sink is at-least-once: a window fired between the checkpoint
-// and the failure may come twice, with the same sum).
-TEST(SlicedWindowRecoveryTest, AFailedJobRestoresItsSlicesAndLosesNothing) {
+// A job on the sliced (sliding windows) or the session window operator
+// fails after two checkpoints, restarts from the latest (its slices or
+// sessions rescaled by key group into the new attempt) and replays the rest:
+// every window comes out with the reference's sum (the collect sink is
+// at-least-once: a window fired between the checkpoint and the failure may
+// come twice, with the same sum).
+void checkRecovery(Kind kind) {
   using std::chrono::milliseconds;
   for (int parallelism : {1, 3}) {
     SCOPED_TRACE("parallelism " + std::to_string(parallelism));
@@ -268,17 +274,24 @@ TEST(SlicedWindowRecoveryTest, AFailedJobRestoresItsSlicesAndLosesNothing) {
     auto sum = [](const Event& a, const Event& b) {
       return Event{std::get<0>(a), std::get<1>(a) + std::get<1>(b), std::get<2>(a)};
     };
-    auto windows =
+    auto keyed =
         env.fromSource(
                test::GatedGeneratorSource(
                    gate, [data](int64_t i) { return (*data)[static_cast<size_t>(i)]; }, count),
                "Generator")
             .assignTimestampsAndWatermarks(strategy)
             .map(test::FailingMap<Event>(plan, 0))
-            .keyBy([](const Event& e) { return std::get<0>(e); })
-            .window(SlidingEventTimeWindows::of(milliseconds(300), milliseconds(100)))
-            .reduce(sum, AddWindowStart());
-    ASSERT_EQ(env.getStreamGraph().node(windows.getId()).name.rfind("SlicingWindow(", 0), 0u);
+            .keyBy([](const Event& e) { return std::get<0>(e); });
+    const bool sessions = kind == Kind::kSession;
+    auto windows =
+        sessions ? keyed.window(EventTimeSessionWindows::withGap(milliseconds(20)))
+                       .reduce(sum, AddWindowStart())
+                 : keyed.window(SlidingEventTimeWindows::of(milliseconds(300), milliseconds(100)))
+                       .reduce(sum, AddWindowStart());
+    ASSERT_EQ(env.getStreamGraph()
+                  .node(windows.getId())
+                  .name.rfind(sessions ? "SessionWindow(" : "SlicingWindow(", 0),
+              0u);
     windows.sinkTo(CollectSink<Result>(buffer));
     JobClient client = env.executeAsync("sliced-recovery");
     for (int step = 1; step < 6; ++step) {
@@ -301,8 +314,16 @@ TEST(SlicedWindowRecoveryTest, AFailedJobRestoresItsSlicesAndLosesNothing) {
     }
     std::vector<Result> deduplicated;
     for (const auto& [k, total] : unique) deduplicated.emplace_back(k.first, k.second, total);
-    EXPECT_EQ(deduplicated, reference(*data, 300, 100));
+    EXPECT_EQ(deduplicated, sessions ? referenceSessions(*data, 20) : reference(*data, 300, 100));
   }
+}
+
+TEST(SlicedWindowRecoveryTest, AFailedJobRestoresItsSlicesAndLosesNothing) {
+  checkRecovery(Kind::kSliding);
+}
+
+TEST(SessionWindowRecoveryTest, AFailedJobRestoresItsSessionsAndLosesNothing) {
+  checkRecovery(Kind::kSession);
 }
 
 // (The sliced window operator needs the hashmap backend: these run on the

@@ -362,6 +362,10 @@ struct WindowSettings {
   // can run: event-time tumbling, sliding or cumulating, or processing-time
   // tumbling (AlignedWindows::processingTime).
   std::optional<window::AlignedWindows> aligned;
+  // Set (to the gap) when the assigner makes event-time sessions with a
+  // static gap (EventTimeSessionWindows::withGap), which the session window
+  // operator can run.
+  std::optional<int64_t> sessionGap;
   std::function<std::unique_ptr<Trigger<IN, W>>()> trigger;  // null: the assigner's default
   int64_t allowedLateness = 0;
   std::string lateDataTag;  // empty: late elements are dropped and counted

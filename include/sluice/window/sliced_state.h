@@ -7,10 +7,13 @@
 // (internal/slicing_window_operator.h) keeps its accumulators in memory and
 // writes them to keyed state "window-slices" (one value per key) only while
 // it takes a snapshot, with the slicing in operator state
-// "window-slices-layout". A snapshot of one is a valid restore of the other
-// only where the sliced operator can take over the general operator's
-// tumbling windows; everything else fails with an error that says how to
-// restore instead. Task thread only.
+// "window-slices-layout". The session window operator
+// (internal/session_window_operator.h) likewise writes its sessions to keyed
+// state "window-sessions" while it takes a snapshot. A snapshot of one is a
+// valid restore of another only where the sliced operator can take over the
+// general operator's tumbling windows, or the session operator the general
+// operator's event-time sessions; everything else fails with an error that
+// says how to restore instead. Task thread only.
 #pragma once
 
 #include <string>
@@ -24,13 +27,17 @@ namespace sluice::window {
 inline constexpr const char* kGeneralWindowState = "window-contents";
 inline constexpr const char* kSlicedWindowState = "window-slices";
 inline constexpr const char* kSlicedWindowLayoutState = "window-slices-layout";
+inline constexpr const char* kSessionWindowState = "window-sessions";
+// The general operator's MergingWindowSet (merging_window_set.h).
+inline constexpr const char* kMergingWindowSetState = "merging-window-set";
 
 // Whether keyed state `state` has an entry for any key of the backend
 // (restored or written since).
 bool hasKeyedEntries(KeyedStateBackend& backend, const std::string& state);
 
-// Throws when the restored keyed state holds the sliced operator's slices:
-// the general operator (of operator `operatorName`) would never fire them.
+// Throws when the restored keyed state holds the sliced operator's slices
+// or the session operator's sessions: the general operator (of operator
+// `operatorName`) would never fire them.
 void checkNoSlicedState(KeyedStateBackend& backend, const std::string& operatorName);
 
 // The errors of the sliced operator `operatorName` (SluiceException):

@@ -14,9 +14,11 @@
 // the first three once with `pipeline.window.slicing` on and once with it
 // off. Aligned event-time windows (tumbling, sliding, cumulating) with an
 // incremental function, the default trigger and no evictor run on the
-// sliced window operator when it is on (and on the heap backend); the
-// driver checks from the operator's name in the stream graph that the
-// expected operator ran, so a sliced run cannot fall back unnoticed.
+// sliced window operator when it is on (and on the heap backend), and
+// event-time sessions with a static gap on the session window operator
+// under the same conditions; the driver checks from the operator's name in
+// the stream graph that the expected operator ran, so a fast run cannot
+// fall back unnoticed.
 //
 // File format (tests/data/windows/README.md says the same, with examples).
 // Lines are whitespace-separated tokens; `#` starts a comment; the leading
@@ -435,9 +437,18 @@ std::string modeName(Mode mode) {
          (mode.slicing ? ", slicing on" : ", slicing off");
 }
 
-// Whether the sliced window operator runs the scenario in `mode`, decided
-// from the scenario's settings alone (docs/windows.md, "Sliced windows").
-bool expectSliced(const Config& c, Mode mode) {
+// Which operator runs the scenario in `mode`, decided from the scenario's
+// settings alone (docs/windows.md, "Sliced windows" and "Session windows").
+enum class Expected { kGeneral, kSliced, kSessions };
+const char* expectedName(Expected e) {
+  switch (e) {
+    case Expected::kGeneral: return "general";
+    case Expected::kSliced: return "sliced";
+    case Expected::kSessions: return "session";
+  }
+  return "?";
+}
+Expected expectOperator(const Config& c, Mode mode) {
   static const std::vector<std::string> kAligned = {"tumbling", "sliding", "cumulating"};
   // Processing-time windows the sliced operator runs, with their default trigger.
   static const std::vector<std::string> kProcessing = {"tumbling-processing"};
@@ -456,10 +467,13 @@ bool expectSliced(const Config& c, Mode mode) {
     return std::find(v.begin(), v.end(), x) != v.end();
   };
   const bool processing = in(kProcessing, c.assigner[0]);
-  return mode.slicing && mode.config != test::RunConfig::kRocksDb &&
-         (in(kAligned, c.assigner[0]) || processing) && in(kIncremental, c.function) &&
-         c.evictor.empty() &&
-         (c.trigger.empty() || c.trigger[0] == (processing ? "processing" : "event"));
+  const bool fast = mode.slicing && mode.config != test::RunConfig::kRocksDb &&
+                    in(kIncremental, c.function) && c.evictor.empty() &&
+                    (c.trigger.empty() || c.trigger[0] == (processing ? "processing" : "event"));
+  if (!fast) return Expected::kGeneral;
+  if (in(kAligned, c.assigner[0]) || processing) return Expected::kSliced;
+  if (c.assigner[0] == "session") return Expected::kSessions;
+  return Expected::kGeneral;
 }
 
 struct Result {
@@ -563,14 +577,22 @@ template <class OUT>
 Result runOp(StreamExecutionEnvironment& env, const SingleOutputStreamOperator<OUT>& op,
              const Scenario& s, Mode mode) {
   const StreamNode& node = env.getStreamGraph().node(op.getId());
-  const bool sliced = node.name.rfind("Slicing", 0) == 0;
-  if (sliced != expectSliced(s.config, mode)) {
-    throw std::logic_error("expected the " +
-                           std::string(expectSliced(s.config, mode) ? "sliced" : "general") +
+  const Expected ran = node.name.rfind("Slicing", 0) == 0   ? Expected::kSliced
+                       : node.name.rfind("Session", 0) == 0 ? Expected::kSessions
+                                                            : Expected::kGeneral;
+  const Expected expected = expectOperator(s.config, mode);
+  if (ran != expected) {
+    throw std::logic_error(std::string("expected the ") + expectedName(expected) +
                            " window operator, the job has " + node.name);
   }
   return play<OUT>(node.factory, s, mode);
 }
+
+// Whether a WindowedStream is one of windowAll (of any assigner kind).
+template <class WS>
+struct IsAllWindows : std::false_type {};
+template <class T, class W, internal::FastWindows F>
+struct IsAllWindows<AllWindowedStream<T, W, F>> : std::true_type {};
 
 // Applies the scenario's window function to a WindowedStream / AllWindowedStream.
 template <class WS>
@@ -579,7 +601,7 @@ Result applyFunction(StreamExecutionEnvironment& env, WS ws, const Scenario& s, 
       decltype(std::declval<typename WS::Spec>().assigner())>::element_type::WindowType;
   configure(ws, s.config);
   const std::string& f = s.config.function;
-  constexpr bool kAll = std::is_same_v<WS, AllWindowedStream<Ev, W>>;
+  constexpr bool kAll = IsAllWindows<WS>::value;
   if (f == "sum") return runOp(env, ws.sum(1), s, mode);
   if (f == "min") return runOp(env, ws.min(1), s, mode);
   if (f == "max") return runOp(env, ws.max(1), s, mode);
