@@ -145,17 +145,21 @@ class TieredValueStorage final : public internal::ValueStorage, private StorageB
     const heap::Addr a = at();
     hintKey_ = 0;
     uint8_t stored = kStored;  // unknown: RocksDB may hold a value
+    // An entry this creates has no use (see get()); one that was cached
+    // was used again.
+    uint8_t uses = 0;
     if (char* slot = table_->find(a.group, a.key)) {
       Header& h = header(entry(slot));
       touch(h);
       if ((h.flags & kPresent) == 0) return;  // already absent
       stored = h.flags & kStored;
+      uses = kRef;
       // A fresh entry rather than a reset object: that frees what the
       // value's type holds.
       table_->erase(a.group, a.key);
     }
     char* slot = table_->insert(a.group, a.key, 0);
-    header(entry(slot)).flags = static_cast<uint8_t>(kRef | (stored != 0 ? kStored | kDirty : 0));
+    header(entry(slot)).flags = static_cast<uint8_t>(uses | (stored != 0 ? kStored | kDirty : 0));
   }
 
  private:
