@@ -221,6 +221,13 @@ namespace {
 using ColumnFamilyMap =
     std::map<std::string, std::unique_ptr<RocksDbKeyedStateBackend::ColumnFamily>>;
 
+rocksdbutil::ColumnFamilyTuning cfTuning(const RocksDbKeyedStateBackend::Tuning& t) {
+  rocksdbutil::ColumnFamilyTuning c;
+  c.memtableBloomFilter = t.memtableBloomFilter;
+  c.uncompressed = t.uncompressed;
+  return c;
+}
+
 // Opens (creating if needed) the database in `path`, which it owns from now
 // on, with its column families, each with its TTL config from `metas` (none
 // for other names), and puts them into `cfsOut`.
@@ -229,7 +236,8 @@ std::shared_ptr<Database> openDatabase(const std::string& path, bool existing,
                                        const std::shared_ptr<RocksDbSharedResources>& resources,
                                        const std::shared_ptr<OwnedDirectory>& workDir,
                                        const Clock* clock, const std::string& description,
-                                       bool memtableBloomFilter, ColumnFamilyMap& cfsOut) {
+                                       const rocksdbutil::ColumnFamilyTuning& tuning,
+                                       ColumnFamilyMap& cfsOut) {
   const rocksdb::DBOptions dbOptions = rocksdbutil::makeDbOptions(*resources, true);
   std::vector<std::string> names;
   if (existing) {
@@ -249,8 +257,8 @@ std::shared_ptr<Database> openDatabase(const std::string& path, bool existing,
       meta.name = name;
     }
     configs.push_back(std::make_shared<rocksdbutil::TtlFilterConfig>(meta, clock));
-    descriptors.emplace_back(name, rocksdbutil::makeColumnFamilyOptions(*resources, configs.back(),
-                                                                        memtableBloomFilter));
+    descriptors.emplace_back(
+        name, rocksdbutil::makeColumnFamilyOptions(*resources, configs.back(), tuning));
   }
 
   auto database = std::make_shared<Database>();
@@ -314,9 +322,8 @@ RocksDbKeyedStateBackend::RocksDbKeyedStateBackend(KeyedBackendParams params, Tu
   rocksdbutil::removeAbandonedWorkingDirectoriesOnce(base);
   const std::string dbPath =
       (fs::path(impl_->workDirPath) / ("db-" + std::to_string(impl_->generation))).string();
-  impl_->database =
-      openDatabase(dbPath, false, {}, impl_->resources, impl_->workDir, p.clock, impl_->description,
-                   tuning.memtableBloomFilter, impl_->columnFamilies);
+  impl_->database = openDatabase(dbPath, false, {}, impl_->resources, impl_->workDir, p.clock,
+                                 impl_->description, cfTuning(tuning), impl_->columnFamilies);
 }
 
 RocksDbKeyedStateBackend::~RocksDbKeyedStateBackend() { dispose(); }
@@ -343,8 +350,8 @@ RocksDbKeyedStateBackend::ColumnFamily& RocksDbKeyedStateBackend::columnFamily(
     cf->name = meta.name;
     cf->what = impl_->stateWhat(meta.name);
     cf->ttl = std::make_shared<rocksdbutil::TtlFilterConfig>(meta, params().clock);
-    check(db->CreateColumnFamily(rocksdbutil::makeColumnFamilyOptions(
-                                     *impl_->resources, cf->ttl, impl_->tuning.memtableBloomFilter),
+    check(db->CreateColumnFamily(rocksdbutil::makeColumnFamilyOptions(*impl_->resources, cf->ttl,
+                                                                      cfTuning(impl_->tuning)),
                                  meta.name, &cf->handle),
           "CreateColumnFamily", cf->what);
     impl_->database->handles.push_back(cf->handle);
@@ -976,7 +983,7 @@ void RocksDbKeyedStateBackend::restoreIncremental(
     ColumnFamilyMap columnFamilies;
     std::shared_ptr<Database> database =
         openDatabase(dbDir.string(), true, metas, impl_->resources, impl_->workDir, params().clock,
-                     impl_->description, impl_->tuning.memtableBloomFilter, columnFamilies);
+                     impl_->description, cfTuning(impl_->tuning), columnFamilies);
     // The empty database goes (with its directory); no state refers to it.
     impl_->database = std::move(database);
     impl_->columnFamilies = std::move(columnFamilies);

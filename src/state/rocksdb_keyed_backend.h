@@ -91,6 +91,11 @@ class RocksDbKeyedStateBackend final : public KeyedStateBackend {
     // memtable does not hold skips the memtable's skip list: a cache in
     // front reads mostly keys written long ago.
     bool memtableBloomFilter = false;
+    // Data blocks written uncompressed: a Get whose block is not in the
+    // block cache then reads it without decompressing it (the block cache
+    // holds blocks uncompressed either way, so it holds as much), and
+    // flushes and compactions do not compress. Costs disk space.
+    bool uncompressed = false;
   };
 
   // Creates the working directory and opens an empty database in it. Throws

@@ -258,7 +258,7 @@ rocksdb::DBOptions makeDbOptions(const RocksDbSharedResources& resources, bool i
 
 rocksdb::ColumnFamilyOptions makeColumnFamilyOptions(const RocksDbSharedResources& resources,
                                                      std::shared_ptr<TtlFilterConfig> ttl,
-                                                     bool memtableBloomFilter) {
+                                                     const ColumnFamilyTuning& tuning) {
   rocksdb::BlockBasedTableOptions table;
   table.block_cache = resources.cache();
   table.cache_index_and_filter_blocks = true;
@@ -282,7 +282,8 @@ rocksdb::ColumnFamilyOptions makeColumnFamilyOptions(const RocksDbSharedResource
   options.max_write_buffer_number = 2;
   options.merge_operator = std::make_shared<ListAppendOperator>();
   options.compaction_filter_factory = std::make_shared<TtlCompactionFilterFactory>(std::move(ttl));
-  if (memtableBloomFilter) {
+  if (tuning.uncompressed) options.compression = rocksdb::kNoCompression;
+  if (tuning.memtableBloomFilter) {
     // 5% of the memtable's size for the filter (RocksDB caps the ratio at
     // 25%), over whole keys: no prefix extractor is set.
     options.memtable_prefix_bloom_size_ratio = 0.05;

@@ -101,15 +101,22 @@ class TtlFilterConfig {
 // discards RocksDB's LOG (for read-only opens of snapshot directories).
 rocksdb::DBOptions makeDbOptions(const RocksDbSharedResources& resources, bool infoLogToDir);
 
+// Column family options that differ from the rocksdb backend's defaults
+// (RocksDbKeyedStateBackend::Tuning says why the tiered backend sets them).
+struct ColumnFamilyTuning {
+  // A whole-key bloom filter per memtable.
+  bool memtableBloomFilter = false;
+  // Blocks written uncompressed rather than with Snappy.
+  bool uncompressed = false;
+};
+
 // The options of one column family: the shared cache with partitioned bloom
 // filters and a partitioned (two-level) index, cached, with the top levels
 // and L0's blocks pinned; the list-append merge operator; a
-// TTL compaction filter factory reading `ttl`. With `memtableBloomFilter`,
-// a whole-key bloom filter per memtable (see RocksDbKeyedStateBackend::
-// Tuning).
+// TTL compaction filter factory reading `ttl`; and `tuning`.
 rocksdb::ColumnFamilyOptions makeColumnFamilyOptions(const RocksDbSharedResources& resources,
                                                      std::shared_ptr<TtlFilterConfig> ttl,
-                                                     bool memtableBloomFilter = false);
+                                                     const ColumnFamilyTuning& tuning = {});
 
 // ---------------------------------------------------------------------------
 // Working directories

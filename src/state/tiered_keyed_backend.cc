@@ -374,6 +374,7 @@ TieredKeyedStateBackend::TieredKeyedStateBackend(KeyedBackendParams params)
   }
   RocksDbKeyedStateBackend::Tuning tuning;
   tuning.memtableBloomFilter = true;
+  tuning.uncompressed = true;
   rocks_ = std::make_unique<RocksDbKeyedStateBackend>(std::move(params), tuning);
 }
 

@@ -10,8 +10,10 @@
 // a RocksDbKeyedStateBackend (the rocksdb backend itself, in its own working
 // directory, its memory from managed memory), which holds every entry in the
 // rocksdb backend's layout: one column family per state, keys [key group |
-// key | namespace (| user key)], values in snapshot.h's bytes. RocksDB is
-// the truth for every entry the cache does not hold or holds clean.
+// key | namespace (| user key)], values in snapshot.h's bytes, except that
+// its SST files are uncompressed and its memtables have bloom filters
+// (RocksDbKeyedStateBackend::Tuning). RocksDB is the truth for every entry
+// the cache does not hold or holds clean.
 //
 // Reads. An access finds its entry in the cache (a hit costs what the
 // hashmap backend's access costs, plus counting the use) or loads it from
@@ -48,7 +50,10 @@
 //
 // Eviction. Each entry counts its uses since it was last looked at, up to
 // 3 (GCLOCK: frequently used entries survive longer than with one reference
-// bit, which suits skewed keys). Where entries are evicted, a CLOCK hand
+// bit, which suits skewed keys). A value entry's uses start at 0: the
+// access that loads or creates it, and the put() of a read-modify-write
+// after its get(), do not count, so a key read once goes before one read
+// again. Where entries are evicted, a CLOCK hand
 // looks at them: one with uses left loses one, one without is evicted, i.e.
 // written back to RocksDB when dirty and removed. There are two hands:
 //   - A group table that is full (7/8 of its slots) does not double while

@@ -93,13 +93,19 @@ class TieredValueStorage final : public internal::ValueStorage, private StorageB
   const void* get() override {
     const heap::Addr a = at();
     char* slot = table_->find(a.group, a.key);
-    if (slot == nullptr) [[unlikely]]
+    void* e;
+    if (slot != nullptr) [[likely]] {
+      e = entry(slot);
+      touch(header(e));
+    } else {
+      // The access that loads an entry is not counted as a use: an entry
+      // earns its uses by being accessed again while cached, so the hand
+      // takes the keys read once before the ones read twice.
       slot = load(a);
+      e = entry(slot);
+    }
     remember(slot);
-    void* e = entry(slot);
-    Header& h = header(e);
-    touch(h);
-    return (h.flags & kPresent) != 0 ? entryType_.object(e) : nullptr;
+    return (header(e).flags & kPresent) != 0 ? entryType_.object(e) : nullptr;
   }
 
   // A read-modify-write (get, then put for the same key and namespace)
@@ -107,6 +113,12 @@ class TieredValueStorage final : public internal::ValueStorage, private StorageB
   void put(const void* value) override {
     const uint32_t charge = estimate_(value);
     char* slot = hinted();
+    // The get() before this put() counted the access already: counting it
+    // twice would give every key loaded for a read-modify-write two uses,
+    // almost the three of a hot key, and the hand would keep the one-off
+    // keys as long as the hot ones. A put that creates the entry counts
+    // no use either (see get()).
+    bool counted = slot != nullptr;
     bool reserved = false;
     if (slot == nullptr) {
       const heap::Addr a = at();
@@ -115,6 +127,7 @@ class TieredValueStorage final : public internal::ValueStorage, private StorageB
         slot = table_->insert(a.group, a.key, charge);
         header(entry(slot)).flags = kStored;  // RocksDB may hold an older value
         reserved = true;
+        counted = true;
       }
     }
     void* e = entry(slot);
@@ -124,7 +137,7 @@ class TieredValueStorage final : public internal::ValueStorage, private StorageB
     backend_.charge(static_cast<int64_t>(charge) - h.charge);
     h.charge = charge;
     h.flags |= kPresent | kDirty;
-    touch(h);
+    if (!counted) touch(h);
     remember(slot);
   }
 
@@ -132,17 +145,21 @@ class TieredValueStorage final : public internal::ValueStorage, private StorageB
     const heap::Addr a = at();
     hintKey_ = 0;
     uint8_t stored = kStored;  // unknown: RocksDB may hold a value
+    // An entry this creates has no use (see get()); one that was cached
+    // was used again.
+    uint8_t uses = 0;
     if (char* slot = table_->find(a.group, a.key)) {
       Header& h = header(entry(slot));
       touch(h);
       if ((h.flags & kPresent) == 0) return;  // already absent
       stored = h.flags & kStored;
+      uses = kRef;
       // A fresh entry rather than a reset object: that frees what the
       // value's type holds.
       table_->erase(a.group, a.key);
     }
     char* slot = table_->insert(a.group, a.key, 0);
-    header(entry(slot)).flags = static_cast<uint8_t>(kRef | (stored != 0 ? kStored | kDirty : 0));
+    header(entry(slot)).flags = static_cast<uint8_t>(uses | (stored != 0 ? kStored | kDirty : 0));
   }
 
  private:
