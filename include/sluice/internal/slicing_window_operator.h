@@ -335,8 +335,8 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
     globalStore_ = ScopedStateStore<VoidNamespace>(&keyed_.backend(), &kVoid_);
     collector_.setOutput(&this->output());
     this->record_.hasTimestamp = true;
-    openRich(fn_->rich());
-    openRich(windowFunction_->rich());
+    openRich(fn_->rich(), this->streamingContext());
+    openRich(windowFunction_->rich(), this->streamingContext());
   }
   ~SlicingWindowOperator() override { *alive_ = false; }
   void close() override {
@@ -432,29 +432,10 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
     bool valid = false;
   };
 
-  struct ProcessCtxImpl final : Function::Context {
-    SlicingWindowOperator* op = nullptr;
-    W window_{};
-    const W& window() const override { return window_; }
-    int64_t currentProcessingTime() const override {
-      return op->context().clock().currentTimeMillis();
-    }
-    int64_t currentWatermark() const override { return op->watermark_; }
-    ScopedStateStore<W>& windowState() override { return op->windowStore_; }
-    ScopedStateStore<VoidNamespace>& globalState() override { return op->globalStore_; }
-    void setSideOutputs(SideOutputs* side) { this->sideOutputs_ = side; }
-  };
-
-  void openRich(RichFunction* f) {
-    if (f == nullptr) return;
-    f->setRuntimeContext(&this->streamingContext());
-    f->open();
-  }
-  static void closeRich(RichFunction* f) {
-    if (f == nullptr) return;
-    f->close();
-    f->setRuntimeContext(nullptr);
-  }
+  using ProcessCtxImpl = WindowProcessContext<typename Function::Context, W, SlicingWindowOperator>;
+  friend ProcessCtxImpl;
+  int64_t processingTimeForContext() { return this->context().clock().currentTimeMillis(); }
+  int64_t watermarkForContext() const { return watermark_; }
 
   // --- the table -------------------------------------------------------------
 

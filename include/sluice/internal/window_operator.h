@@ -294,6 +294,36 @@ class InternalWindowFunction {
   virtual CheckpointedFunction* checkpointed() { return nullptr; }
 };
 
+// The ProcessWindowFunction context the window operators give: the window
+// being fired, the clocks and the state stores. `Op` (which befriends its
+// instantiation) says what its clocks read with processingTimeForContext()
+// and watermarkForContext().
+template <class Base, class W, class Op>
+struct WindowProcessContext final : Base {
+  Op* op = nullptr;
+  W window_{};
+  const W& window() const override { return window_; }
+  int64_t currentProcessingTime() const override { return op->processingTimeForContext(); }
+  int64_t currentWatermark() const override { return op->watermarkForContext(); }
+  ScopedStateStore<W>& windowState() override { return op->windowStore_; }
+  ScopedStateStore<VoidNamespace>& globalState() override { return op->globalStore_; }
+  void setSideOutputs(SideOutputs* side) { this->sideOutputs_ = side; }
+};
+
+// Opens a window operator's user function with the operator's runtime
+// context when it is a RichFunction (null: it is not); closeRich closes it
+// and takes the context back.
+inline void openRich(RichFunction* f, StreamingRuntimeContext& context) {
+  if (f == nullptr) return;
+  f->setRuntimeContext(&context);
+  f->open();
+}
+inline void closeRich(RichFunction* f) {
+  if (f == nullptr) return;
+  f->close();
+  f->setRuntimeContext(nullptr);
+}
+
 // reduce/aggregate without a window function: each value as is.
 template <class V, class K, class W>
 class PassThroughWindowFunction final : public InternalWindowFunction<V, V, K, W> {
@@ -447,8 +477,8 @@ class WindowOperator final : public OneInputOperator<IN, OUT>,
     windowStore_ = ScopedStateStore<W>(&keyed_.backend(), &processCtx_.window_);
     globalStore_ = ScopedStateStore<VoidNamespace>(&keyed_.backend(), &kVoid_);
     collector_.setOutput(&this->output());
-    openRich(contents_->rich());
-    openRich(function_->rich());
+    openRich(contents_->rich(), this->streamingContext());
+    openRich(function_->rich(), this->streamingContext());
   }
   void close() override {
     closeRich(function_->rich());
@@ -520,28 +550,10 @@ class WindowOperator final : public OneInputOperator<IN, OUT>,
     }
     int64_t getCurrentWatermark() const override { return op->timers_.currentWatermark(); }
   };
-  struct ProcessCtxImpl final : Function::Context {
-    WindowOperator* op = nullptr;
-    W window_{};
-    const W& window() const override { return window_; }
-    int64_t currentProcessingTime() const override { return op->timers_.currentProcessingTime(); }
-    int64_t currentWatermark() const override { return op->timers_.currentWatermark(); }
-    ScopedStateStore<W>& windowState() override { return op->windowStore_; }
-    ScopedStateStore<VoidNamespace>& globalState() override { return op->globalStore_; }
-
-    void setSideOutputs(SideOutputs* side) { this->sideOutputs_ = side; }
-  };
-
-  void openRich(RichFunction* f) {
-    if (f == nullptr) return;
-    f->setRuntimeContext(&this->streamingContext());
-    f->open();
-  }
-  static void closeRich(RichFunction* f) {
-    if (f == nullptr) return;
-    f->close();
-    f->setRuntimeContext(nullptr);
-  }
+  using ProcessCtxImpl = WindowProcessContext<typename Function::Context, W, WindowOperator>;
+  friend ProcessCtxImpl;
+  int64_t processingTimeForContext() const { return timers_.currentProcessingTime(); }
+  int64_t watermarkForContext() const { return timers_.currentWatermark(); }
 
   // --- element path ---------------------------------------------------------
   // Returns whether every window of the element was late.
