@@ -143,30 +143,39 @@ struct SessionWindowSpec {
 };
 
 template <class K, class IN, class ACC, class V, class OUT>
-class SessionWindowOperator final : public OneInputOperator<IN, OUT> {
-  using W = TimeWindow;
-  using Function = InternalWindowFunction<V, OUT, K, W>;
+class SessionWindowOperator final
+    : public TableWindowOperator<K, IN, ACC, V, OUT, StoredSessions<ACC>,
+                                 SessionWindowOperator<K, IN, ACC, V, OUT>> {
+  using Base = TableWindowOperator<K, IN, ACC, V, OUT, StoredSessions<ACC>, SessionWindowOperator>;
+  using typename Base::Function;
+  using typename Base::ProcessCtxImpl;
+  using typename Base::W;
   using Stored = StoredSessions<ACC>;
+  using Base::collector_;
+  using Base::fn_;
+  using Base::generalTimers_;
+  using Base::keyed_;
+  using Base::lateOutput_;
+  using Base::processCtx_;
+  using Base::scratch_;
+  using Base::sideOutputs_;
+  using Base::stored_;
+  using Base::values_;
+  using Base::windowFunction_;
+  friend ProcessCtxImpl;
   // Nothing due (a key without sessions, or whose sessions end at the end of time).
   static constexpr int64_t kNotDue = kMaxTimestamp;
 
  public:
   explicit SessionWindowOperator(SessionWindowSpec<K, IN, ACC, V, OUT> spec)
-      : spec_(std::move(spec)),
-        fn_(spec_.function->clone()),
-        windowFunction_(spec_.windowFunction->clone()),
+      : Base(*spec.function, *spec.windowFunction, spec.lateDataTag),
+        spec_(std::move(spec)),
         passThrough_(dynamic_cast<const PassThroughWindowFunction<V, K, W>*>(
                          spec_.windowFunction.get()) != nullptr),
         cleanup_(true, spec_.allowedLateness) {}
 
   void initializeState(const OperatorStateRestore* restore) override {
-    keyed_.initialize(this->context(), restore);
-    KeyedStateBackend& backend = keyed_.backend();
-    this->streamingContext().setKeyedStateBackend(&backend);
-    functionState_.initializeBackend(this->context(), restore);
-    functionState_.initializeCheckpointed(windowFunction_->checkpointed(), &backend);
-    stored_ = &getOrCreateValueState<VoidNamespace>(
-        backend, ValueStateDescriptor<Stored>(window::kSessionWindowState));
+    KeyedStateBackend& backend = this->initializeTableState(restore, window::kSessionWindowState);
     if (restore != nullptr) {
       if (window::hasKeyedEntries(backend, window::kSlicedWindowState)) {
         throw SluiceException("operator '" + this->operatorName() +
@@ -183,47 +192,17 @@ class SessionWindowOperator final : public OneInputOperator<IN, OUT> {
   // The sessions go into the keyed state backend for the snapshot and out
   // of it again once the checkpoint completed, or at the next snapshot.
   OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
-    removeWritten();
-    OperatorStateSnapshot s;
+    this->removeWritten();
     for (uint32_t k = 0; k < keys_.size(); ++k) {
       KeyState& ks = keys_[k];
       if (!ks.used || ks.sessions.empty()) continue;
-      keyed_.setCurrentKey(ks.key);
       scratch_.sessions.clear();
       for (const Session& x : ks.sessions) {
         scratch_.sessions.push_back(StoredSession<ACC>{x.start, x.end, x.firePending, x.acc});
       }
-      stored_->update(scratch_);
-      written_.push_back(ks.key);
+      this->writeStored(ks.key);
     }
-    s.keyedState = keyed_.snapshot(checkpointId);
-    s.operatorState =
-        functionState_.snapshotCheckpointed(windowFunction_->checkpointed(), checkpointId);
-    return s;
-  }
-  void notifyCheckpointComplete(int64_t checkpointId) override {
-    (void)checkpointId;
-    removeWritten();
-  }
-
-  void open() override {
-    if (!spec_.lateDataTag.empty()) {
-      lateOutput_ = static_cast<Output<IN>*>(this->context().sideOutput(spec_.lateDataTag));
-    }
-    processCtx_.op = this;
-    sideOutputs_.setContext(&this->context());
-    processCtx_.setSideOutputs(&sideOutputs_);
-    windowStore_ = ScopedStateStore<W>(&keyed_.backend(), &processCtx_.window_);
-    globalStore_ = ScopedStateStore<VoidNamespace>(&keyed_.backend(), &kVoid_);
-    collector_.setOutput(&this->output());
-    this->record_.hasTimestamp = true;
-    openRich(fn_->rich(), this->streamingContext());
-    openRich(windowFunction_->rich(), this->streamingContext());
-  }
-  void close() override {
-    closeRich(windowFunction_->rich());
-    closeRich(fn_->rich());
-    keyed_.dispose();
+    return this->finishSnapshot(checkpointId);
   }
 
   void processElement(const StreamRecord<IN>& r) override {
@@ -356,8 +335,6 @@ class SessionWindowOperator final : public OneInputOperator<IN, OUT> {
     bool used = false;
   };
 
-  using ProcessCtxImpl = WindowProcessContext<typename Function::Context, W, SessionWindowOperator>;
-  friend ProcessCtxImpl;
   int64_t processingTimeForContext() { return this->context().clock().currentTimeMillis(); }
   int64_t watermarkForContext() const { return watermark_; }
 
@@ -487,13 +464,6 @@ class SessionWindowOperator final : public OneInputOperator<IN, OUT> {
   // --- state -----------------------------------------------------------------
 
   // Removes what the last snapshot wrote from the backend.
-  void removeWritten() {
-    for (const K& key : written_) {
-      keyed_.setCurrentKey(key);
-      stored_->clear();
-    }
-    written_.clear();
-  }
 
   // Adds restored sessions of `key` (ascending, disjoint) to the table.
   void restoreKey(const K& key, std::vector<Session> sessions) {
@@ -599,8 +569,6 @@ class SessionWindowOperator final : public OneInputOperator<IN, OUT> {
   }
 
   SessionWindowSpec<K, IN, ACC, V, OUT> spec_;
-  std::unique_ptr<SliceFunction<IN, ACC, V>> fn_;
-  std::unique_ptr<Function> windowFunction_;
   const bool passThrough_;
   window::WindowCleanup cleanup_;
 
@@ -609,21 +577,6 @@ class SessionWindowOperator final : public OneInputOperator<IN, OUT> {
   std::vector<uint32_t> freeKeys_;
   window::SessionQueue queue_;
   int64_t watermark_ = kMinTimestamp;
-
-  KeyedStateHandler<K> keyed_;
-  FunctionStateHandler functionState_;
-  InternalValueState<VoidNamespace, Stored>* stored_ = nullptr;
-  Stored scratch_;
-  std::vector<K> written_;                    // keys the last snapshot wrote into stored_
-  InternalTimerService<K, W> generalTimers_;  // a restored general operator's, to take over
-  Output<IN>* lateOutput_ = nullptr;
-  std::vector<V> values_;
-  SideOutputs sideOutputs_;
-  ProcessCtxImpl processCtx_;
-  ScopedStateStore<W> windowStore_;
-  ScopedStateStore<VoidNamespace> globalStore_;
-  const VoidNamespace kVoid_{};
-  TimestampedCollector<OUT> collector_;
 };
 
 }  // namespace sluice::internal

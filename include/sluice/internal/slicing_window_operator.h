@@ -264,19 +264,137 @@ struct SlicingWindowSpec {
   std::shared_ptr<const InternalWindowFunction<V, OUT, K, TimeWindow>> windowFunction;
 };
 
-template <class K, class IN, class ACC, class V, class OUT>
-class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
-                                    private window::SliceScheduler::Listener {
+// What the sliced and the session window operator share. Both keep their
+// windows in a table of their own and write it into the keyed state backend
+// (state `stateName`, one `Stored` per key) only while a snapshot is taken,
+// removing it again once the checkpoint completed or at the next snapshot.
+// Here: the user's incremental and window functions, that keyed state, the
+// window function's operator state, and what a fired window is emitted
+// through (the ProcessWindowFunction context, side outputs, collector).
+// `Derived` gives the context its clocks (see WindowProcessContext).
+template <class K, class IN, class ACC, class V, class OUT, class Stored, class Derived>
+class TableWindowOperator : public OneInputOperator<IN, OUT> {
+ protected:
   using W = TimeWindow;
-  using WindowId = window::WindowId;
   using Function = InternalWindowFunction<V, OUT, K, W>;
+  using ProcessCtxImpl = WindowProcessContext<typename Function::Context, W, Derived>;
+
+  TableWindowOperator(const SliceFunction<IN, ACC, V>& fn, const Function& windowFunction,
+                      std::string lateDataTag)
+      : fn_(fn.clone()),
+        windowFunction_(windowFunction.clone()),
+        lateDataTag_(std::move(lateDataTag)) {}
+
+  // Opens the keyed state, the window function's operator state and the
+  // state the table is written into.
+  KeyedStateBackend& initializeTableState(const OperatorStateRestore* restore,
+                                          const char* stateName) {
+    keyed_.initialize(this->context(), restore);
+    KeyedStateBackend& backend = keyed_.backend();
+    this->streamingContext().setKeyedStateBackend(&backend);
+    functionState_.initializeBackend(this->context(), restore);
+    functionState_.initializeCheckpointed(windowFunction_->checkpointed(), &backend);
+    stored_ =
+        &getOrCreateValueState<VoidNamespace>(backend, ValueStateDescriptor<Stored>(stateName));
+    return backend;
+  }
+  // Writes scratch_ as `key`'s entry for the snapshot being taken.
+  void writeStored(const K& key) {
+    keyed_.setCurrentKey(key);
+    stored_->update(scratch_);
+    written_.push_back(key);
+  }
+  // The snapshot, once every key's entry is written.
+  OperatorStateSnapshot finishSnapshot(int64_t checkpointId) {
+    OperatorStateSnapshot s;
+    s.keyedState = keyed_.snapshot(checkpointId);
+    s.operatorState =
+        functionState_.snapshotCheckpointed(windowFunction_->checkpointed(), checkpointId);
+    return s;
+  }
+  void removeWritten() {
+    for (const K& key : written_) {
+      keyed_.setCurrentKey(key);
+      stored_->clear();
+    }
+    written_.clear();
+  }
+
+ public:
+  void notifyCheckpointComplete(int64_t checkpointId) override {
+    (void)checkpointId;
+    removeWritten();
+  }
+  void open() override {
+    if (!lateDataTag_.empty()) {
+      lateOutput_ = static_cast<Output<IN>*>(this->context().sideOutput(lateDataTag_));
+    }
+    processCtx_.op = static_cast<Derived*>(this);
+    sideOutputs_.setContext(&this->context());
+    processCtx_.setSideOutputs(&sideOutputs_);
+    windowStore_ = ScopedStateStore<W>(&keyed_.backend(), &processCtx_.window_);
+    globalStore_ = ScopedStateStore<VoidNamespace>(&keyed_.backend(), &kVoid_);
+    collector_.setOutput(&this->output());
+    this->record_.hasTimestamp = true;
+    openRich(fn_->rich(), this->streamingContext());
+    openRich(windowFunction_->rich(), this->streamingContext());
+  }
+  void close() override {
+    closeRich(windowFunction_->rich());
+    closeRich(fn_->rich());
+    keyed_.dispose();
+  }
+
+ protected:
+  std::unique_ptr<SliceFunction<IN, ACC, V>> fn_;
+  std::unique_ptr<Function> windowFunction_;
+  const std::string lateDataTag_;
+
+  KeyedStateHandler<K> keyed_;
+  FunctionStateHandler functionState_;
+  InternalValueState<VoidNamespace, Stored>* stored_ = nullptr;
+  Stored scratch_;
+  std::vector<K> written_;                    // keys the last snapshot wrote into stored_
+  InternalTimerService<K, W> generalTimers_;  // a restored general operator's, to take over
+  Output<IN>* lateOutput_ = nullptr;
+  std::vector<V> values_;
+  SideOutputs sideOutputs_;
+  ProcessCtxImpl processCtx_;
+  ScopedStateStore<W> windowStore_;
+  ScopedStateStore<VoidNamespace> globalStore_;
+  const VoidNamespace kVoid_{};
+  TimestampedCollector<OUT> collector_;
+};
+
+template <class K, class IN, class ACC, class V, class OUT>
+class SlicingWindowOperator final
+    : public TableWindowOperator<K, IN, ACC, V, OUT, StoredSlices<ACC>,
+                                 SlicingWindowOperator<K, IN, ACC, V, OUT>>,
+      private window::SliceScheduler::Listener {
+  using Base = TableWindowOperator<K, IN, ACC, V, OUT, StoredSlices<ACC>, SlicingWindowOperator>;
+  using typename Base::Function;
+  using typename Base::ProcessCtxImpl;
+  using typename Base::W;
+  using WindowId = window::WindowId;
   using Stored = StoredSlices<ACC>;
+  using Base::collector_;
+  using Base::fn_;
+  using Base::functionState_;
+  using Base::generalTimers_;
+  using Base::keyed_;
+  using Base::lateOutput_;
+  using Base::processCtx_;
+  using Base::scratch_;
+  using Base::sideOutputs_;
+  using Base::stored_;
+  using Base::values_;
+  using Base::windowFunction_;
+  friend ProcessCtxImpl;
 
  public:
   explicit SlicingWindowOperator(SlicingWindowSpec<K, IN, ACC, V, OUT> spec)
-      : spec_(std::move(spec)),
-        fn_(spec_.function->clone()),
-        windowFunction_(spec_.windowFunction->clone()),
+      : Base(*spec.function, *spec.windowFunction, spec.lateDataTag),
+        spec_(std::move(spec)),
         passThrough_(dynamic_cast<const PassThroughWindowFunction<V, K, W>*>(
                          spec_.windowFunction.get()) != nullptr),
         slicing_(spec_.windows),
@@ -287,13 +405,7 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
   }
 
   void initializeState(const OperatorStateRestore* restore) override {
-    keyed_.initialize(this->context(), restore);
-    KeyedStateBackend& backend = keyed_.backend();
-    this->streamingContext().setKeyedStateBackend(&backend);
-    functionState_.initializeBackend(this->context(), restore);
-    functionState_.initializeCheckpointed(windowFunction_->checkpointed(), &backend);
-    stored_ = &getOrCreateValueState<VoidNamespace>(
-        backend, ValueStateDescriptor<Stored>(window::kSlicedWindowState));
+    this->initializeTableState(restore, window::kSlicedWindowState);
     checkLayout();
     if (restore != nullptr) {
       takeOverGeneralState(*restore);
@@ -305,45 +417,19 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
   // it again once the checkpoint completed (its snapshot is written by
   // then, so removing them copies nothing), or at the next snapshot.
   OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
-    removeWritten();
-    OperatorStateSnapshot s;
+    this->removeWritten();
     index_.forEach([&](const K& key, Entry& e) {
       if (e.newest.id == kNoSlice) return;
-      keyed_.setCurrentKey(key);
       toStored(e, scratch_);
-      stored_->update(scratch_);
-      written_.push_back(key);
+      this->writeStored(key);
     });
-    s.keyedState = keyed_.snapshot(checkpointId);
-    s.operatorState =
-        functionState_.snapshotCheckpointed(windowFunction_->checkpointed(), checkpointId);
-    return s;
-  }
-  void notifyCheckpointComplete(int64_t checkpointId) override {
-    (void)checkpointId;
-    removeWritten();
+    return this->finishSnapshot(checkpointId);
   }
 
-  void open() override {
-    if (!spec_.lateDataTag.empty()) {
-      lateOutput_ = static_cast<Output<IN>*>(this->context().sideOutput(spec_.lateDataTag));
-    }
-    processCtx_.op = this;
-    sideOutputs_.setContext(&this->context());
-    processCtx_.setSideOutputs(&sideOutputs_);
-    windowStore_ = ScopedStateStore<W>(&keyed_.backend(), &processCtx_.window_);
-    globalStore_ = ScopedStateStore<VoidNamespace>(&keyed_.backend(), &kVoid_);
-    collector_.setOutput(&this->output());
-    this->record_.hasTimestamp = true;
-    openRich(fn_->rich(), this->streamingContext());
-    openRich(windowFunction_->rich(), this->streamingContext());
-  }
   ~SlicingWindowOperator() override { *alive_ = false; }
   void close() override {
     *alive_ = false;
-    closeRich(windowFunction_->rich());
-    closeRich(fn_->rich());
-    keyed_.dispose();
+    Base::close();
   }
 
   void processElement(const StreamRecord<IN>& r) override {
@@ -432,8 +518,6 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
     bool valid = false;
   };
 
-  using ProcessCtxImpl = WindowProcessContext<typename Function::Context, W, SlicingWindowOperator>;
-  friend ProcessCtxImpl;
   int64_t processingTimeForContext() { return this->context().clock().currentTimeMillis(); }
   int64_t watermarkForContext() const { return watermark_; }
 
@@ -780,14 +864,6 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
     }
   }
   // Removes what the last snapshot wrote from the backend.
-  void removeWritten() {
-    for (const K& key : written_) {
-      keyed_.setCurrentKey(key);
-      stored_->clear();
-    }
-    written_.clear();
-  }
-
   // The slicing in operator state: a restore must cut windows the same way.
   void checkLayout() {
     ListState<std::string>& layout = functionState_.backend().getUnionListState(
@@ -912,8 +988,6 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
   }
 
   SlicingWindowSpec<K, IN, ACC, V, OUT> spec_;
-  std::unique_ptr<SliceFunction<IN, ACC, V>> fn_;
-  std::unique_ptr<Function> windowFunction_;
   const bool passThrough_;
   window::Slicing slicing_;
   const bool processingTime_;
@@ -948,21 +1022,7 @@ class SlicingWindowOperator final : public OneInputOperator<IN, OUT>,
   bool cacheOnTime_ = false;
   std::vector<uint32_t>* cacheKeys_ = nullptr;
 
-  KeyedStateHandler<K> keyed_;
-  FunctionStateHandler functionState_;
-  InternalValueState<VoidNamespace, Stored>* stored_ = nullptr;
-  Stored scratch_;
-  std::vector<K> written_;                    // keys the last snapshot wrote into stored_
-  InternalTimerService<K, W> generalTimers_;  // a restored general operator's, to take over
-  Output<IN>* lateOutput_ = nullptr;
   std::vector<WindowId> windows_;
-  std::vector<V> values_;
-  SideOutputs sideOutputs_;
-  ProcessCtxImpl processCtx_;
-  ScopedStateStore<W> windowStore_;
-  ScopedStateStore<VoidNamespace> globalStore_;
-  const VoidNamespace kVoid_{};
-  TimestampedCollector<OUT> collector_;
 };
 
 }  // namespace sluice::internal
