@@ -453,41 +453,40 @@ class WindowedStream {
   SingleOutputStreamOperator<OUT> buildSliced(
       const char* what, std::shared_ptr<const internal::SliceFunction<T, ACC, V>> fn,
       std::shared_ptr<const internal::InternalWindowFunction<V, OUT, K, W>> function) {
-    using Op = internal::SlicingWindowOperator<K, T, ACC, V, OUT>;
     internal::SlicingWindowSpec<K, T, ACC, V, OUT> spec;
     spec.windows = *spec_.aligned;
     (void)window::Slicing(spec.windows);  // throws now for windows it cannot cut
-    spec.assignerName = assignerName_;
-    spec.allowedLateness = spec_.allowedLateness;
-    spec.lateDataTag = spec_.lateDataTag;
-    spec.key = input_.getKeySelector();
-    spec.function = std::move(fn);
-    spec.windowFunction = std::move(function);
-    std::string name = std::string(all_ ? "SlicingAllWindow(" : "SlicingWindow(") + assignerName_ +
-                       ", " + what + ")";
-    auto factory = [spec = std::move(spec)]() { return internal::makeOwned<Op>(spec); };
-    auto out = input_.template transform<OUT>(name, std::move(factory));
-    if (all_) out.setParallelism(1);
-    return out;
+    return buildTable<internal::SlicingWindowOperator<K, T, ACC, V, OUT>>(
+        std::move(spec), all_ ? "SlicingAllWindow(" : "SlicingWindow(", what, std::move(fn),
+        std::move(function));
   }
 
-  // One session operator class per (key, input, accumulator, value, output)
-  // types; the functions are run-time strategies.
+  // The same for the session operator.
   template <class ACC, class V, class OUT>
   SingleOutputStreamOperator<OUT> buildSessions(
       const char* what, std::shared_ptr<const internal::SliceFunction<T, ACC, V>> fn,
       std::shared_ptr<const internal::InternalWindowFunction<V, OUT, K, W>> function) {
-    using Op = internal::SessionWindowOperator<K, T, ACC, V, OUT>;
     internal::SessionWindowSpec<K, T, ACC, V, OUT> spec;
     spec.gap = *spec_.sessionGap;
+    return buildTable<internal::SessionWindowOperator<K, T, ACC, V, OUT>>(
+        std::move(spec), all_ ? "SessionAllWindow(" : "SessionWindow(", what, std::move(fn),
+        std::move(function));
+  }
+
+  // Fills in what both table operators' specs share and adds the operator,
+  // named `prefix` + assigner + `what`.
+  template <class Op, class Spec, class ACC, class V, class OUT>
+  SingleOutputStreamOperator<OUT> buildTable(
+      Spec spec, const char* prefix, const char* what,
+      std::shared_ptr<const internal::SliceFunction<T, ACC, V>> fn,
+      std::shared_ptr<const internal::InternalWindowFunction<V, OUT, K, W>> function) {
     spec.assignerName = assignerName_;
     spec.allowedLateness = spec_.allowedLateness;
     spec.lateDataTag = spec_.lateDataTag;
     spec.key = input_.getKeySelector();
     spec.function = std::move(fn);
     spec.windowFunction = std::move(function);
-    std::string name = std::string(all_ ? "SessionAllWindow(" : "SessionWindow(") + assignerName_ +
-                       ", " + what + ")";
+    std::string name = std::string(prefix) + assignerName_ + ", " + what + ")";
     auto factory = [spec = std::move(spec)]() { return internal::makeOwned<Op>(spec); };
     auto out = input_.template transform<OUT>(name, std::move(factory));
     if (all_) out.setParallelism(1);

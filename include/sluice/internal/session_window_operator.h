@@ -132,14 +132,8 @@ namespace sluice::internal {
 
 // What the API passes to the operator.
 template <class K, class IN, class ACC, class V, class OUT>
-struct SessionWindowSpec {
+struct SessionWindowSpec : TableWindowSpec<K, IN, ACC, V, OUT> {
   int64_t gap = 1;
-  std::string assignerName;  // the assigner's toString(), for errors
-  int64_t allowedLateness = 0;
-  std::string lateDataTag;  // empty: late elements are dropped and counted
-  std::function<K(const IN&)> key;
-  std::shared_ptr<const SliceFunction<IN, ACC, V>> function;
-  std::shared_ptr<const InternalWindowFunction<V, OUT, K, TimeWindow>> windowFunction;
 };
 
 template <class K, class IN, class ACC, class V, class OUT>
@@ -156,6 +150,7 @@ class SessionWindowOperator final
   using Base::generalTimers_;
   using Base::keyed_;
   using Base::lateOutput_;
+  using Base::passThrough_;
   using Base::processCtx_;
   using Base::scratch_;
   using Base::sideOutputs_;
@@ -168,11 +163,7 @@ class SessionWindowOperator final
 
  public:
   explicit SessionWindowOperator(SessionWindowSpec<K, IN, ACC, V, OUT> spec)
-      : Base(*spec.function, *spec.windowFunction, spec.lateDataTag),
-        spec_(std::move(spec)),
-        passThrough_(dynamic_cast<const PassThroughWindowFunction<V, K, W>*>(
-                         spec_.windowFunction.get()) != nullptr),
-        cleanup_(true, spec_.allowedLateness) {}
+      : Base(spec), spec_(std::move(spec)), cleanup_(true, spec_.allowedLateness) {}
 
   void initializeState(const OperatorStateRestore* restore) override {
     KeyedStateBackend& backend = this->initializeTableState(restore, window::kSessionWindowState);
@@ -427,43 +418,20 @@ class SessionWindowOperator final
 
   void lateElement(const StreamRecord<IN>& r) {
     if (!cleanup_.isElementLate(r.timestamp, watermark_)) return;
-    if (lateOutput_ != nullptr) {
-      lateOutput_->collect(r);
-    } else {
-      this->context().incrementCounter("numLateRecordsDropped", 1);
-      this->context().countDroppedRecord();
-    }
+    this->lateRecord(r);
   }
 
   // --- firing ----------------------------------------------------------------
 
   void emit(uint32_t k, const Session& s) {
-    if constexpr (std::is_same_v<V, OUT>) {
-      if (passThrough_) {
-        this->record_.value = fn_->result(s.acc);
-        this->record_.timestamp = s.end - 1;
-        this->output().collect(this->record_);
-        return;
-      }
-    }
-    const K& key = keys_[k].key;
-    keyed_.setCurrentKey(key);
-    processCtx_.window_ = W(s.start, s.end);
-    values_.clear();
-    values_.push_back(fn_->result(s.acc));
-    collector_.setTimestampFrom(true, s.end - 1);
-    windowFunction_->process(key, processCtx_.window_, processCtx_, values_, collector_);
+    this->emitWindow(keys_[k].key, W(s.start, s.end), s.end - 1, s.acc);
   }
   void clearSession(uint32_t k, const Session& s) {
     if (passThrough_) return;  // nothing to tell
-    keyed_.setCurrentKey(keys_[k].key);
-    processCtx_.window_ = W(s.start, s.end);
-    windowFunction_->clear(processCtx_);
+    this->clearWindow(keys_[k].key, W(s.start, s.end));
   }
 
   // --- state -----------------------------------------------------------------
-
-  // Removes what the last snapshot wrote from the backend.
 
   // Adds restored sessions of `key` (ascending, disjoint) to the table.
   void restoreKey(const K& key, std::vector<Session> sessions) {
@@ -569,7 +537,6 @@ class SessionWindowOperator final
   }
 
   SessionWindowSpec<K, IN, ACC, V, OUT> spec_;
-  const bool passThrough_;
   window::WindowCleanup cleanup_;
 
   FlatHashMap<K, uint32_t, TableKeyHash<K>> index_;

@@ -252,16 +252,20 @@ namespace sluice::internal {
 template <class K>
 concept SliceableKey = TableKey<K>;
 
-// What the API passes to the operator.
+// What the API passes to a TableWindowOperator (below).
 template <class K, class IN, class ACC, class V, class OUT>
-struct SlicingWindowSpec {
-  window::AlignedWindows windows;
+struct TableWindowSpec {
   std::string assignerName;  // the assigner's toString(), for errors
   int64_t allowedLateness = 0;
   std::string lateDataTag;  // empty: late elements are dropped and counted
   std::function<K(const IN&)> key;
   std::shared_ptr<const SliceFunction<IN, ACC, V>> function;
   std::shared_ptr<const InternalWindowFunction<V, OUT, K, TimeWindow>> windowFunction;
+};
+
+template <class K, class IN, class ACC, class V, class OUT>
+struct SlicingWindowSpec : TableWindowSpec<K, IN, ACC, V, OUT> {
+  window::AlignedWindows windows;
 };
 
 // What the sliced and the session window operator share. Both keep their
@@ -279,11 +283,12 @@ class TableWindowOperator : public OneInputOperator<IN, OUT> {
   using Function = InternalWindowFunction<V, OUT, K, W>;
   using ProcessCtxImpl = WindowProcessContext<typename Function::Context, W, Derived>;
 
-  TableWindowOperator(const SliceFunction<IN, ACC, V>& fn, const Function& windowFunction,
-                      std::string lateDataTag)
-      : fn_(fn.clone()),
-        windowFunction_(windowFunction.clone()),
-        lateDataTag_(std::move(lateDataTag)) {}
+  explicit TableWindowOperator(const TableWindowSpec<K, IN, ACC, V, OUT>& spec)
+      : fn_(spec.function->clone()),
+        windowFunction_(spec.windowFunction->clone()),
+        passThrough_(dynamic_cast<const PassThroughWindowFunction<V, K, W>*>(
+                         spec.windowFunction.get()) != nullptr),
+        lateDataTag_(spec.lateDataTag) {}
 
   // Opens the keyed state, the window function's operator state and the
   // state the table is written into.
@@ -320,6 +325,32 @@ class TableWindowOperator : public OneInputOperator<IN, OUT> {
     written_.clear();
   }
 
+  // Emits the result of `key`'s `window`, whose accumulator is `acc`, with
+  // timestamp `maxTimestamp`: as is without a window function, else through it.
+  void emitWindow(const K& key, const W& window, int64_t maxTimestamp, const ACC& acc) {
+    if constexpr (std::is_same_v<V, OUT>) {
+      if (passThrough_) {
+        this->record_.value = fn_->result(acc);
+        this->record_.timestamp = maxTimestamp;
+        this->output().collect(this->record_);
+        return;
+      }
+    }
+    keyed_.setCurrentKey(key);
+    processCtx_.window_ = window;
+    values_.clear();
+    values_.push_back(fn_->result(acc));
+    collector_.setTimestampFrom(true, maxTimestamp);
+    windowFunction_->process(key, processCtx_.window_, processCtx_, values_, collector_);
+  }
+  // `key`'s `window` is purged for good: the window function's clear().
+  void clearWindow(const K& key, const W& window) {
+    keyed_.setCurrentKey(key);
+    processCtx_.window_ = window;
+    windowFunction_->clear(processCtx_);
+  }
+  void lateRecord(const StreamRecord<IN>& r) { emitLateRecord(lateOutput_, this->context(), r); }
+
  public:
   void notifyCheckpointComplete(int64_t checkpointId) override {
     (void)checkpointId;
@@ -348,6 +379,8 @@ class TableWindowOperator : public OneInputOperator<IN, OUT> {
  protected:
   std::unique_ptr<SliceFunction<IN, ACC, V>> fn_;
   std::unique_ptr<Function> windowFunction_;
+  // No window function: results go out as they are, nothing is told of clears.
+  const bool passThrough_;
   const std::string lateDataTag_;
 
   KeyedStateHandler<K> keyed_;
@@ -383,6 +416,7 @@ class SlicingWindowOperator final
   using Base::generalTimers_;
   using Base::keyed_;
   using Base::lateOutput_;
+  using Base::passThrough_;
   using Base::processCtx_;
   using Base::scratch_;
   using Base::sideOutputs_;
@@ -393,10 +427,8 @@ class SlicingWindowOperator final
 
  public:
   explicit SlicingWindowOperator(SlicingWindowSpec<K, IN, ACC, V, OUT> spec)
-      : Base(*spec.function, *spec.windowFunction, spec.lateDataTag),
+      : Base(spec),
         spec_(std::move(spec)),
-        passThrough_(dynamic_cast<const PassThroughWindowFunction<V, K, W>*>(
-                         spec_.windowFunction.get()) != nullptr),
         slicing_(spec_.windows),
         processingTime_(spec_.windows.processingTime),
         cleanup_(!processingTime_, spec_.allowedLateness),
@@ -699,12 +731,7 @@ class SlicingWindowOperator final
     }
     if (windows_.empty()) {
       if (cleanup_.isElementLate(r.timestamp, lateness)) {
-        if (lateOutput_ != nullptr) {
-          lateOutput_->collect(r);
-        } else {
-          this->context().incrementCounter("numLateRecordsDropped", 1);
-          this->context().countDroppedRecord();
-        }
+        this->lateRecord(r);
       }
       return;
     }
@@ -742,9 +769,7 @@ class SlicingWindowOperator final
   }
   void cleanupWindow(WindowId w, uint32_t k) override {
     if (cleanup_.cleanupTime(slicing_.maxTimestamp(w)) <= keys_[k].restoredWatermark) return;
-    keyed_.setCurrentKey(keys_[k].key);
-    processCtx_.window_ = slicing_.window(w);
-    windowFunction_->clear(processCtx_);
+    this->clearWindow(keys_[k].key, slicing_.window(w));
   }
   void dropSlice(int64_t j, uint32_t k) override {
     std::vector<Slice>& older = keys_[k].older;
@@ -832,21 +857,7 @@ class SlicingWindowOperator final
   }
 
   void emit(uint32_t k, WindowId w, const ACC& acc) {
-    if constexpr (std::is_same_v<V, OUT>) {
-      if (passThrough_) {
-        this->record_.value = fn_->result(acc);
-        this->record_.timestamp = slicing_.maxTimestamp(w);
-        this->output().collect(this->record_);
-        return;
-      }
-    }
-    const K& key = keys_[k].key;
-    keyed_.setCurrentKey(key);
-    processCtx_.window_ = slicing_.window(w);
-    values_.clear();
-    values_.push_back(fn_->result(acc));
-    collector_.setTimestampFrom(true, processCtx_.window_.maxTimestamp());
-    windowFunction_->process(key, processCtx_.window_, processCtx_, values_, collector_);
+    this->emitWindow(keys_[k].key, slicing_.window(w), slicing_.maxTimestamp(w), acc);
   }
 
   // --- state -----------------------------------------------------------------
@@ -988,7 +999,6 @@ class SlicingWindowOperator final
   }
 
   SlicingWindowSpec<K, IN, ACC, V, OUT> spec_;
-  const bool passThrough_;
   window::Slicing slicing_;
   const bool processingTime_;
   window::WindowCleanup cleanup_;

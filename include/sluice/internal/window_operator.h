@@ -310,6 +310,19 @@ struct WindowProcessContext final : Base {
   void setSideOutputs(SideOutputs* side) { this->sideOutputs_ = side; }
 };
 
+// A record too late for any window: to the late-data side output when the
+// job reads it (`late` non-null), else dropped and counted in
+// numLateRecordsDropped, so that nothing is lost silently.
+template <class IN>
+void emitLateRecord(Output<IN>* late, OperatorContext& context, const StreamRecord<IN>& r) {
+  if (late != nullptr) {
+    late->collect(r);
+  } else {
+    context.incrementCounter("numLateRecordsDropped", 1);
+    context.countDroppedRecord();
+  }
+}
+
 // Opens a window operator's user function with the operator's runtime
 // context when it is a RichFunction (null: it is not); closeRich closes it
 // and takes the context back.
@@ -494,12 +507,7 @@ class WindowOperator final : public OneInputOperator<IN, OUT>,
                              windows_);
     const bool skipped = merging_ ? addToMergingWindows(r) : addToWindows(r);
     if (skipped && cleanup_.isElementLate(r.timestamp, timers_.currentWatermark())) {
-      if (lateOutput_ != nullptr) {
-        lateOutput_->collect(r);
-      } else {
-        this->context().incrementCounter("numLateRecordsDropped", 1);
-        this->context().countDroppedRecord();
-      }
+      emitLateRecord(lateOutput_, this->context(), r);
     }
   }
 
