@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include <sluice/sluice.h>
 
@@ -55,12 +56,37 @@ SLUICE_STRUCT(Bid, auction, bidder, price, channel, url, dateTime, extra)
 
 enum class EventType : uint8_t { kPerson = 0, kAuction = 1, kBid = 2 };
 
-// One Nexmark event: the member named by `type` is the payload.
+// One Nexmark event: the member named by `type` is the payload; the other
+// two are default-constructed (Flink's Event has null there). Copies and
+// moves carry the payload only, as a union's would: an event is moved
+// through a source chain once per record, and moving all three members (a
+// dozen strings) cost more than the payload's few.
 struct Event {
   EventType type = EventType::kBid;
   Person person;
   Auction auction;
   Bid bid;
+
+  Event() = default;
+  ~Event() = default;
+  Event(const Event& o) : type(o.type) { assignPayload(o); }
+  Event(Event&& o) noexcept : type(o.type) { assignPayload(std::move(o)); }
+  Event& operator=(const Event& o) {
+    if (this != &o) {
+      if (type != o.type) resetPayload();
+      type = o.type;
+      assignPayload(o);
+    }
+    return *this;
+  }
+  Event& operator=(Event&& o) noexcept {
+    if (this != &o) {
+      if (type != o.type) resetPayload();
+      type = o.type;
+      assignPayload(std::move(o));
+    }
+    return *this;
+  }
 
   // The event time of the payload.
   int64_t dateTime() const {
@@ -70,6 +96,27 @@ struct Event {
       case EventType::kBid: break;
     }
     return bid.dateTime;
+  }
+
+ private:
+  // The payload of `o` (an Event, as an lvalue or rvalue) into this one's.
+  template <class E>
+  void assignPayload(E&& o) {
+    switch (o.type) {
+      case EventType::kPerson: person = std::forward<E>(o).person; return;
+      case EventType::kAuction: auction = std::forward<E>(o).auction; return;
+      case EventType::kBid: break;
+    }
+    bid = std::forward<E>(o).bid;
+  }
+  // Back to default: the member that stops being the payload.
+  void resetPayload() {
+    switch (type) {
+      case EventType::kPerson: person = Person{}; return;
+      case EventType::kAuction: auction = Auction{}; return;
+      case EventType::kBid: break;
+    }
+    bid = Bid{};
   }
 };
 

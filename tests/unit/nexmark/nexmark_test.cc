@@ -147,6 +147,31 @@ Event bidEvent(int64_t auction, int64_t price, int64_t dateTime) {
   return e;
 }
 
+// Copies and moves carry the payload; the member that stops being the
+// payload goes back to default, as the model promises.
+TEST(NexmarkEventTest, CopiesAndMovesCarryThePayloadOnly) {
+  const Event bid = bidEvent(7, 120, kT0);
+  const Event auction = auctionEvent(3, 10, kT0, kT0 + 5);
+  Event e = bid;
+  EXPECT_EQ(e.type, EventType::kBid);
+  EXPECT_EQ(rowHash(e), rowHash(bid));
+  e = auction;
+  EXPECT_EQ(e.type, EventType::kAuction);
+  EXPECT_EQ(e.auction.itemName, "item 3");
+  EXPECT_EQ(rowHash(e.bid), rowHash(Bid{}));
+  Event moved = std::move(e);
+  EXPECT_EQ(rowHash(moved), rowHash(auction));
+  EXPECT_EQ(rowHash(moved.bid), rowHash(Bid{}));
+  Event target = bidEvent(9, 130, kT0 + 1);
+  target = std::move(moved);
+  EXPECT_EQ(rowHash(target), rowHash(auction));
+  EXPECT_EQ(rowHash(target.bid), rowHash(Bid{}));
+  target = bidEvent(7, 120, kT0);
+  EXPECT_EQ(rowHash(target), rowHash(bid));
+  EXPECT_EQ(rowHash(target.auction), rowHash(Auction{}));
+  EXPECT_EQ(target.auction.itemName, "");
+}
+
 Checksum checksumOf(const std::vector<uint64_t>& rowHashes) {
   Checksum c;
   for (uint64_t h : rowHashes) c.add(h);
