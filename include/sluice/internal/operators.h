@@ -52,6 +52,11 @@ class ChainedOutput final : public Output<T> {
         input_(*static_cast<Input<T>*>(target.inputPointer(inputIndex))),
         inputIndex_(inputIndex) {}
 
+  // The next operator reads records in place: nothing to move. (Overridden
+  // so the call does not take a second virtual dispatch.)
+  void collect(StreamRecord<T>&& record) override {
+    collect(static_cast<const StreamRecord<T>&>(record));
+  }
   void collect(const StreamRecord<T>& record) override {
     this->countRecord();
     try {
@@ -118,6 +123,7 @@ template <class T>
 class DiscardingOutput final : public Output<T> {
  public:
   void collect(const StreamRecord<T>&) override { this->countRecord(); }
+  void collect(StreamRecord<T>&&) override { this->countRecord(); }
   void emitWatermark(Watermark watermark) override { this->noteWatermark(watermark.timestamp); }
   void emitWatermarkStatus(WatermarkStatus) override {}
 };
