@@ -142,7 +142,7 @@ class SideOutputs {
     StreamRecord<X> r(value);
     r.hasTimestamp = hasTimestamp;
     r.timestamp = timestamp;
-    out->collect(r);
+    out->collect(std::move(r));
   }
 
  private:

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <sluice/core/serializer.h>
@@ -234,25 +235,25 @@ class SourceOperator final : public SourceOperatorCore, private ReaderOutput<T> 
     ++emitted_;
     record_.value = value;
     record_.eraseTimestamp();
-    output_->collect(record_);
+    output_->collect(std::move(record_));
   }
   void collect(const T& value, int64_t timestamp) override {
     ++emitted_;
     record_.value = value;
     record_.setTimestamp(timestamp);
-    output_->collect(record_);
+    output_->collect(std::move(record_));
   }
   void collect(T&& value) override {
     ++emitted_;
     record_.value = std::move(value);
     record_.eraseTimestamp();
-    output_->collect(record_);
+    output_->collect(std::move(record_));
   }
   void collect(T&& value, int64_t timestamp) override {
     ++emitted_;
     record_.value = std::move(value);
     record_.setTimestamp(timestamp);
-    output_->collect(record_);
+    output_->collect(std::move(record_));
   }
 
   std::shared_ptr<const Source<T, SplitT>> source_;

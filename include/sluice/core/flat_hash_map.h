@@ -10,13 +10,18 @@
 // lookups stay as short after deletions as before. Copying copies every slot.
 // Not thread-safe.
 //
-// K and V must be default-constructible and movable; K needs operator==.
+// K and V must be default-constructible and movable; keys compare with
+// Equal (TableKeyEqual<K>: operator==).
 #pragma once
 
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
+#include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -24,15 +29,97 @@
 
 namespace sluice {
 
+namespace internal {
+
+inline uint64_t loadU64(const char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline uint32_t loadU32(const char* p) {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+// The 128-bit product of a and b folded to 64 bits (wyhash's mix).
+inline uint64_t foldedMultiply(uint64_t a, uint64_t b) {
+  const unsigned __int128 p = static_cast<unsigned __int128>(a) * b;
+  return static_cast<uint64_t>(p) ^ static_cast<uint64_t>(p >> 64);
+}
+
+// The table hash of a byte string, inline. Keys of per-key tables are
+// mostly short (words, ids): up to 16 bytes are read as two overlapping
+// words, with no loop and no call (wyhash's scheme); longer strings take one
+// multiply per 16 bytes.
+inline uint64_t tableBytesHash(std::string_view s) {
+  constexpr uint64_t k0 = 0xa0761d6478bd642fULL;
+  constexpr uint64_t k1 = 0xe7037ed1a0b428dbULL;
+  const char* p = s.data();
+  const size_t n = s.size();
+  uint64_t a = 0;
+  uint64_t b = 0;
+  uint64_t seed = k0;
+  if (n >= 8) {
+    for (size_t i = 0; n - i > 16; i += 16) {
+      seed = foldedMultiply(loadU64(p + i) ^ k1, loadU64(p + i + 8) ^ seed);
+    }
+    a = n > 16 ? loadU64(p + n - 16) : loadU64(p);
+    b = loadU64(p + n - 8);
+  } else if (n >= 4) {
+    a = loadU32(p);
+    b = loadU32(p + n - 4);
+  } else if (n > 0) {
+    a = (uint64_t{static_cast<uint8_t>(p[0])} << 16) |
+        (uint64_t{static_cast<uint8_t>(p[n / 2])} << 8) | static_cast<uint8_t>(p[n - 1]);
+  }
+  return foldedMultiply(k1 ^ n, foldedMultiply(a ^ k1, b ^ seed));
+}
+
+// Byte-string equality, inline for up to 16 bytes (two overlapping words)
+// instead of a call to memcmp.
+inline bool tableBytesEqual(std::string_view x, std::string_view y) {
+  const size_t n = x.size();
+  if (n != y.size()) return false;
+  const char* p = x.data();
+  const char* q = y.data();
+  if (n >= 8) {
+    if (n > 16) return std::memcmp(p, q, n) == 0;
+    return ((loadU64(p) ^ loadU64(q)) | (loadU64(p + n - 8) ^ loadU64(q + n - 8))) == 0;
+  }
+  if (n >= 4) return ((loadU32(p) ^ loadU32(q)) | (loadU32(p + n - 4) ^ loadU32(q + n - 4))) == 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (p[i] != q[i]) return false;
+  }
+  return true;
+}
+
+}  // namespace internal
+
 // The hash of an in-memory table keyed by K (not Flink's key-group hash):
-// std::hash where the type has one, javaHashCode otherwise.
+// internal::tableBytesHash for strings, std::hash where the type has one,
+// javaHashCode otherwise.
 template <class K>
 struct TableKeyHash {
   uint64_t operator()(const K& key) const {
-    if constexpr (requires { std::hash<K>{}(key); }) {
+    if constexpr (std::is_same_v<K, std::string>) {
+      return internal::tableBytesHash(key);
+    } else if constexpr (requires { std::hash<K>{}(key); }) {
       return std::hash<K>{}(key);
     } else {
       return static_cast<uint32_t>(javaHashCode(key));
+    }
+  }
+};
+
+// Key equality of a FlatHashMap: operator==, inline for strings.
+template <class K>
+struct TableKeyEqual {
+  template <class Key>
+  bool operator()(const K& a, const Key& b) const {
+    if constexpr (std::is_same_v<K, std::string> && std::is_same_v<Key, std::string>) {
+      return internal::tableBytesEqual(a, b);
+    } else {
+      return a == b;
     }
   }
 };
@@ -44,7 +131,7 @@ concept TableKey = std::default_initializable<K> && std::equality_comparable<K> 
   javaHashCode(k);
 };
 
-template <class K, class V, class Hash>
+template <class K, class V, class Hash, class Equal = TableKeyEqual<K>>
 class FlatHashMap {
  public:
   struct Slot {
@@ -63,7 +150,7 @@ class FlatHashMap {
     size_t i = h >> shift_;
     for (;;) {
       uint8_t c = ctrl_[i];
-      if (c == tag && slots_[i].key == key) return {&slots_[i], false};
+      if (c == tag && equal_(slots_[i].key, key)) return {&slots_[i], false};
       if (c == 0) break;
       i = (i + 1) & mask_;
     }
@@ -84,7 +171,7 @@ class FlatHashMap {
     for (size_t i = h >> shift_;; i = (i + 1) & mask_) {
       uint8_t c = ctrl_[i];
       if (c == 0) return nullptr;
-      if (c == tag && slots_[i].key == key) return &slots_[i];
+      if (c == tag && equal_(slots_[i].key, key)) return &slots_[i];
     }
   }
 
@@ -103,7 +190,7 @@ class FlatHashMap {
     for (;; i = (i + 1) & mask_) {
       uint8_t c = ctrl_[i];
       if (c == 0) return false;
-      if (c == tag && slots_[i].key == key) break;
+      if (c == tag && equal_(slots_[i].key, key)) break;
     }
     size_t hole = i;
     for (size_t j = (i + 1) & mask_; ctrl_[j] != 0; j = (j + 1) & mask_) {
@@ -175,6 +262,7 @@ class FlatHashMap {
   }
 
   Hash hash_{};
+  Equal equal_{};
   std::vector<uint8_t> ctrl_;
   std::vector<Slot> slots_;
   size_t mask_ = 0;

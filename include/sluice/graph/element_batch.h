@@ -2,8 +2,8 @@
 //
 // Between two subtasks of the same process a channel carries batches of
 // typed records, not serialized bytes: the producer copies each record into
-// the channel's current batch, the batch moves to the consumer whole (one
-// queue operation per batch), the consumer's operator reads the records in
+// the channel's current batch (or moves it, when its sender is done with it), the batch moves to
+// the consumer whole (one queue operation per batch), the consumer's operator reads the records in
 // place, and the empty batch goes back to the producer's pool to be filled
 // again. Nothing is serialized or decoded, and a batch's records keep their
 // heap capacity (strings, vectors) from one use to the next, so a steady
@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include <sluice/core/stream_element.h>
@@ -95,19 +96,23 @@ class TypedElementBatch final : public ElementBatch {
   // Holds about `bytes` of records (at least 16, at most 8192 records).
   explicit TypedElementBatch(size_t bytes) : ElementBatch(capacityFor(bytes), sizeof(Record)) {}
 
-  void add(const StreamRecord<T>& record) {
-    if (count_ < slots_.size()) {
-      slots_[count_] = record;
-    } else {
-      slots_.push_back(record);
-    }
-    ++count_;
-  }
+  void add(const StreamRecord<T>& record) { put(record); }
+  // Moves `record` in; a slot's old storage may go back to `record`.
+  void add(StreamRecord<T>&& record) { put(std::move(record)); }
   const StreamRecord<T>& record(size_t i) const { return slots_[i]; }
   const StreamRecord<T>* records() const { return slots_.data(); }
 
  private:
   using Record = StreamRecord<T>;
+  template <class R>
+  void put(R&& record) {
+    if (count_ < slots_.size()) {
+      slots_[count_] = std::forward<R>(record);
+    } else {
+      slots_.push_back(std::forward<R>(record));
+    }
+    ++count_;
+  }
   static uint32_t capacityFor(size_t bytes) {
     size_t n = bytes / sizeof(Record);
     if (n < 16) n = 16;

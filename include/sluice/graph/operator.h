@@ -33,6 +33,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <sluice/core/clock.h>
@@ -117,6 +118,14 @@ class Output : public OutputBase {
  public:
   // The callee must not keep a reference to `record` after returning.
   virtual void collect(const StreamRecord<T>& record) = 0;
+  // The same for a record the caller is done with (e.g. the scratch record
+  // an operator refills for each output): the callee may move from it,
+  // leaving it valid but unspecified. An output that keeps records (the
+  // batches of an in-process channel) takes their storage instead of
+  // copying it. By default it is collect(record).
+  virtual void collect(StreamRecord<T>&& record) {
+    collect(static_cast<const StreamRecord<T>&>(record));
+  }
 };
 
 // One typed input of an operator.

@@ -52,6 +52,11 @@ class ChainedOutput final : public Output<T> {
         input_(*static_cast<Input<T>*>(target.inputPointer(inputIndex))),
         inputIndex_(inputIndex) {}
 
+  // The next operator reads records in place: nothing to move. (Overridden
+  // so the call does not take a second virtual dispatch.)
+  void collect(StreamRecord<T>&& record) override {
+    collect(static_cast<const StreamRecord<T>&>(record));
+  }
   void collect(const StreamRecord<T>& record) override {
     this->countRecord();
     try {
@@ -93,6 +98,14 @@ class FanOutOutput final : public Output<T> {
     this->countRecord();
     for (Output<T>* o : outputs_) o->collect(record);
   }
+  // Every branch but the last gets a copy; the last may move from it.
+  void collect(StreamRecord<T>&& record) override {
+    this->countRecord();
+    if (outputs_.empty()) return;
+    const size_t last = outputs_.size() - 1;
+    for (size_t i = 0; i < last; ++i) outputs_[i]->collect(record);
+    outputs_[last]->collect(std::move(record));
+  }
   void emitWatermark(Watermark watermark) override {
     this->noteWatermark(watermark.timestamp);
     for (Output<T>* o : outputs_) o->emitWatermark(watermark);
@@ -110,6 +123,7 @@ template <class T>
 class DiscardingOutput final : public Output<T> {
  public:
   void collect(const StreamRecord<T>&) override { this->countRecord(); }
+  void collect(StreamRecord<T>&&) override { this->countRecord(); }
   void emitWatermark(Watermark watermark) override { this->noteWatermark(watermark.timestamp); }
   void emitWatermarkStatus(WatermarkStatus) override {}
 };
@@ -218,19 +232,33 @@ class CustomSelector final : public ChannelSelector<T> {
 
 // The producer end of a non-chained edge: picks each record's channel, then
 // copies it into the channel's typed batch when the consumer runs in this
-// process, or serializes it when it does not (see element_batch.h).
+// process (moves it, when it is given as an rvalue), or serializes it when
+// it does not (see element_batch.h).
 template <class T>
 class NetworkOutput final : public Output<T> {
  public:
   NetworkOutput(RecordWriterBase& writer, std::unique_ptr<ChannelSelector<T>> selector)
       : writer_(writer), selector_(std::move(selector)) {}
 
-  void collect(const StreamRecord<T>& record) override {
+  void collect(const StreamRecord<T>& record) override { send(record); }
+  // A record going to one local channel is moved into its batch.
+  void collect(StreamRecord<T>&& record) override { send(std::move(record)); }
+  void emitWatermark(Watermark watermark) override {
+    this->noteWatermark(watermark.timestamp);
+    writer_.broadcastWatermark(watermark);
+  }
+  void emitWatermarkStatus(WatermarkStatus status) override {
+    writer_.broadcastWatermarkStatus(status);
+  }
+
+ private:
+  template <class R>
+  void send(R&& record) {
     this->countRecord();
     const int c = selector_->selectChannel(record);
     if (c >= 0) {
       if (writer_.isLocal(c)) {
-        addLocal(c, record);
+        addLocal(c, std::forward<R>(record));
         return;
       }
       DataOutputView out = serialize(record);
@@ -252,17 +280,9 @@ class NetworkOutput final : public Output<T> {
       }
     }
   }
-  void emitWatermark(Watermark watermark) override {
-    this->noteWatermark(watermark.timestamp);
-    writer_.broadcastWatermark(watermark);
-  }
-  void emitWatermarkStatus(WatermarkStatus status) override {
-    writer_.broadcastWatermarkStatus(status);
-  }
-
- private:
-  void addLocal(int channel, const StreamRecord<T>& record) {
-    static_cast<TypedElementBatch<T>&>(writer_.localBatch(channel)).add(record);
+  template <class R>
+  void addLocal(int channel, R&& record) {
+    static_cast<TypedElementBatch<T>&>(writer_.localBatch(channel)).add(std::forward<R>(record));
     writer_.recordAdded(channel);
   }
   // Small records serialize into a fixed array; larger ones spill into the
@@ -458,7 +478,7 @@ class OneInputOperator : public StreamOperatorBase, public Input<IN> {
     record_.value = std::forward<V>(value);
     record_.timestamp = from.timestamp;
     record_.hasTimestamp = from.hasTimestamp;
-    out_->collect(record_);
+    out_->collect(std::move(record_));
   }
 
   StreamRecord<OUT> record_;
@@ -548,7 +568,9 @@ class TwoInputOperator : public StreamOperatorBase {
   int64_t current_ = kMinTimestamp;
 };
 
-// A Collector that stamps outputs with the current input's timestamp.
+// A Collector that stamps outputs with the current input's timestamp. Its
+// record is scratch, refilled for every output, so the output may move
+// from it.
 template <class OUT>
 class TimestampedCollector final : public Collector<OUT> {
  public:
@@ -559,11 +581,11 @@ class TimestampedCollector final : public Collector<OUT> {
   }
   void collect(const OUT& value) override {
     record_.value = value;
-    out_->collect(record_);
+    out_->collect(std::move(record_));
   }
   void collect(OUT&& value) override {
     record_.value = std::move(value);
-    out_->collect(record_);
+    out_->collect(std::move(record_));
   }
 
  private:
@@ -815,6 +837,7 @@ struct TimerFiringOutput final : Output<OUT> {
   Output<OUT>* downstream = nullptr;
   Timers* timers = nullptr;
   void collect(const StreamRecord<OUT>& record) override { downstream->collect(record); }
+  void collect(StreamRecord<OUT>&& record) override { downstream->collect(std::move(record)); }
   void emitWatermark(Watermark watermark) override {
     timers->advanceWatermark(watermark.timestamp);
     downstream->emitWatermark(watermark);
@@ -1116,7 +1139,7 @@ class CoMapOperator final : public UdfOperator<TwoInputOperator<IN1, IN2, OUT>, 
     this->record_.value = std::move(v);
     this->record_.hasTimestamp = from.hasTimestamp;
     this->record_.timestamp = from.timestamp;
-    this->output().collect(this->record_);
+    this->output().collect(std::move(this->record_));
   }
 };
 

@@ -332,7 +332,7 @@ class TableWindowOperator : public OneInputOperator<IN, OUT> {
       if (passThrough_) {
         this->record_.value = fn_->result(acc);
         this->record_.timestamp = maxTimestamp;
-        this->output().collect(this->record_);
+        this->output().collect(std::move(this->record_));
         return;
       }
     }

@@ -1,7 +1,10 @@
 #include <cstdint>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -127,6 +130,75 @@ TEST(FlatHashMapTest, EraseWithSpreadKeysThenEraseAll) {
   size_t visited = 0;
   map.forEach([&](int64_t, int64_t) { ++visited; });
   EXPECT_EQ(visited, 0u);
+}
+
+// The table hash and equality of string keys read whole words (overlapping
+// at the ends) instead of bytes: every length around the word sizes, every
+// byte position, and prefixes of each other must still be told apart, and
+// equal strings must hash alike wherever their bytes live (in place or on
+// the heap, at any alignment).
+TEST(FlatHashMapTest, StringKeysOfEveryLengthAreToldApart) {
+  const TableKeyHash<std::string> hash;
+  const TableKeyEqual<std::string> equal;
+  std::mt19937_64 rng(11);
+  std::vector<std::string> keys;
+  for (size_t n = 0; n <= 40; ++n) {
+    std::string base(n, 'x');
+    for (char& c : base) c = static_cast<char>('a' + rng() % 26);
+    keys.push_back(base);
+    for (size_t i = 0; i < n; ++i) {
+      std::string changed = base;
+      changed[i] = static_cast<char>(changed[i] == 'a' ? 'b' : 'a');
+      keys.push_back(changed);
+    }
+  }
+  std::set<std::string> distinct(keys.begin(), keys.end());
+  for (const std::string& a : distinct) {
+    // The same bytes at an odd address, in a longer buffer.
+    const std::string padded = "#" + a + "#";
+    const std::string_view view(padded.data() + 1, a.size());
+    EXPECT_EQ(hash(a), hash(std::string(view))) << a;
+    EXPECT_EQ(internal::tableBytesHash(view), hash(a)) << a;
+    EXPECT_TRUE(internal::tableBytesEqual(view, a)) << a;
+    for (const std::string& b : distinct) {
+      EXPECT_EQ(equal(a, b), a == b) << a << " vs " << b;
+    }
+  }
+  // No two distinct keys share a 64-bit hash (not guaranteed, but a
+  // collision among ~800 keys would mean a broken mix).
+  std::set<uint64_t> hashes;
+  for (const std::string& k : distinct) hashes.insert(hash(k));
+  EXPECT_EQ(hashes.size(), distinct.size());
+
+  FlatHashMap<std::string, int64_t, TableKeyHash<std::string>> map;
+  std::map<std::string, int64_t> reference;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    map.tryEmplace(keys[i]).first->value += static_cast<int64_t>(i);
+    reference[keys[i]] += static_cast<int64_t>(i);
+  }
+  EXPECT_EQ(map.size(), reference.size());
+  for (const auto& [k, v] : reference) {
+    auto* slot = map.find(k);
+    ASSERT_NE(slot, nullptr) << k;
+    EXPECT_EQ(slot->value, v);
+  }
+}
+
+// Keys with a long common prefix spread over the table's slots like random
+// keys: the map takes a key's slot from the top bits of its hash times the
+// golden ratio, so those bits must vary with the last bytes too.
+TEST(FlatHashMapTest, StringKeysWithCommonPrefixesHashApart) {
+  FlatHashMap<std::string, int64_t, TableKeyHash<std::string>> map;
+  for (int i = 0; i < 100000; ++i) map.tryEmplace("user-" + std::to_string(i)).first->value = i;
+  EXPECT_EQ(map.size(), 100000u);
+  std::set<uint64_t> buckets;
+  const TableKeyHash<std::string> hash;
+  for (int i = 0; i < 100000; ++i) {
+    buckets.insert((hash("user-" + std::to_string(i)) * 0x9E3779B97F4A7C15ULL) >> 46);
+  }
+  // 100000 keys thrown into 2^18 buckets: about 82,600 distinct expected.
+  EXPECT_GT(buckets.size(), 80000u);
+  for (int i = 0; i < 100000; i += 13) EXPECT_EQ(map.find("user-" + std::to_string(i))->value, i);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 
 #include <sluice/graph/element_batch.h>
 #include <sluice/graph/operator.h>
+#include <sluice/internal/operators.h>
 
 #include "runtime/buffer_pool.h"
 #include "runtime/input_gate.h"
@@ -212,6 +213,61 @@ TEST(LocalChannelTest, LocalAndRemoteChannelsOfOneWriterEachGetTheirForm) {
   expected.insert(expected.end(), wm.begin(), wm.end());
   expected.insert(expected.end(), {1, 0, 0, 0, 5});
   EXPECT_EQ(wire, expected);
+  EXPECT_EQ(pool.usedSegments(), 0);
+}
+
+// A producer done with its record (a flatMap's collector, a source) hands it
+// to the network output as an rvalue: it is moved into the batch, with its
+// timestamp. Short and heap-allocated values alike arrive whole, also after
+// the batches were recycled and refilled (the slots' old storage went back
+// to the producer's record); a broadcast copies into every channel; a
+// record given as const& is left as it was.
+TEST(LocalChannelTest, RecordsMovedIntoBatchesArriveWholeAndBroadcastsCopy) {
+  TaskWaker waker;
+  InputGate gate(2, waker);
+  BufferPool pool(kSegment, 8);  // 8 batches of 16: the consumer must recycle
+  setStringBatches(pool);
+  RecordWriter writer(localTargets(gate), pool, false);
+  internal::NetworkOutput<std::string> forward(
+      writer, std::make_unique<internal::FirstChannelSelector<std::string>>());
+  internal::NetworkOutput<std::string> broadcast(
+      writer, std::make_unique<internal::BroadcastSelector<std::string>>());
+
+  Consumer consumer(gate);
+  std::vector<std::vector<Element>> expected(2);
+  StreamRecord<std::string> scratch;
+  int64_t forwarded = 0;
+  int64_t broadcasted = 0;
+  for (int64_t i = 0; i < 200; ++i) {
+    // Alternately short (in-place) and long (heap) strings.
+    const std::string value =
+        i % 2 == 0 ? std::to_string(i) : std::string(20 + i % 30, static_cast<char>('a' + i % 26));
+    scratch.value = value;
+    scratch.setTimestamp(i);
+    if (i % 7 == 0) {
+      broadcast.collect(std::move(scratch));
+      ++broadcasted;
+      expected[0].push_back(Record{value, i});
+      expected[1].push_back(Record{value, i});
+    } else if (i % 11 == 0) {
+      const StreamRecord<std::string> kept(value, i);
+      forward.collect(kept);
+      ++forwarded;
+      EXPECT_EQ(kept.value, value) << "collect(const&) does not move";
+      expected[0].push_back(Record{value, i});
+    } else {
+      forward.collect(std::move(scratch));
+      ++forwarded;
+      expected[0].push_back(Record{value, i});
+    }
+    if (i % 40 == 39) consumer.drain();
+  }
+  writer.broadcastEndOfPartition();
+  consumer.drain();
+  for (auto& e : expected) e.push_back(Bytes{5});
+  EXPECT_EQ(consumer.elements, expected);
+  EXPECT_EQ(forward.recordsCounted(), forwarded);
+  EXPECT_EQ(broadcast.recordsCounted(), broadcasted);
   EXPECT_EQ(pool.usedSegments(), 0);
 }
 
