@@ -164,6 +164,14 @@ class FlatHashMap {
     return {&slots_[i], true};
   }
 
+  // Starts loading the cache lines a lookup of `key` reads first.
+  template <class Key>
+  void prefetch(const Key& key) const {
+    const size_t i = mix(hash_(key)) >> shift_;
+    __builtin_prefetch(&ctrl_[i]);
+    __builtin_prefetch(&slots_[i]);
+  }
+
   template <class Key>
   Slot* find(const Key& key) {
     uint64_t h = mix(hash_(key));

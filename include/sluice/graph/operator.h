@@ -134,6 +134,12 @@ class Input {
  public:
   virtual ~Input() = default;
   virtual void processElement(const StreamRecord<T>& record) = 0;
+  // `n` consecutive records of an in-process batch, in order. An operator
+  // that can overlap one record's memory accesses with the next ones'
+  // overrides it; by default it is processElement() for each.
+  virtual void processElements(const StreamRecord<T>* records, size_t n) {
+    for (size_t i = 0; i < n; ++i) processElement(records[i]);
+  }
 };
 
 // Services the runtime gives each operator instance. Valid from setup() until

@@ -317,7 +317,7 @@ class RecordProcessor final : public RecordProcessorBase {
   }
   void processBatch(const ElementBatch& batch, size_t from, size_t to) override {
     const StreamRecord<T>* records = static_cast<const TypedElementBatch<T>&>(batch).records();
-    for (size_t i = from; i < to; ++i) input_.processElement(records[i]);
+    input_.processElements(records + from, to - from);
   }
 
  private:
@@ -1063,6 +1063,23 @@ class KeyedReduceOperator final : public KeyedUdfOperator<OneInputOperator<T, T>
       }
     }
     return Base::snapshotState(checkpointId);
+  }
+  void processElements(const StreamRecord<T>* records, size_t n) override {
+    if constexpr (kCanTable && std::is_trivially_copyable_v<K>) {
+      if (inTable_) {
+        // The table's slot for a record a few ahead is fetched while this
+        // one is reduced. Only for keys that cost nothing to extract: for a
+        // string key, extracting and hashing it twice costs more than the
+        // misses it hides (wordcount -9%, keyed-sum +6%).
+        constexpr size_t kAhead = 8;
+        for (size_t i = 0; i < n; ++i) {
+          if (i + kAhead < n) table_.prefetch(key_(records[i + kAhead].value));
+          processElement(records[i]);
+        }
+        return;
+      }
+    }
+    for (size_t i = 0; i < n; ++i) processElement(records[i]);
   }
   void processElement(const StreamRecord<T>& r) override {
     if constexpr (kCanTable) {
