@@ -99,6 +99,15 @@ class TypedElementBatch final : public ElementBatch {
   void add(const StreamRecord<T>& record) { put(record); }
   // Moves `record` in; a slot's old storage may go back to `record`.
   void add(StreamRecord<T>&& record) { put(std::move(record)); }
+  // The same for a record given as its value and timestamp fields.
+  void addValue(T&& value, bool hasTimestamp, int64_t timestamp) {
+    if (count_ == slots_.size()) slots_.emplace_back();
+    Record& r = slots_[count_];
+    r.value = std::move(value);
+    r.hasTimestamp = hasTimestamp;
+    r.timestamp = timestamp;
+    ++count_;
+  }
   const StreamRecord<T>& record(size_t i) const { return slots_[i]; }
   const StreamRecord<T>* records() const { return slots_.data(); }
 

@@ -126,6 +126,18 @@ class Output : public OutputBase {
   virtual void collect(StreamRecord<T>&& record) {
     collect(static_cast<const StreamRecord<T>&>(record));
   }
+  // A value the caller is done with, going out with these timestamp fields:
+  // the same as collect(StreamRecord<T>&&) of a record holding it. An output
+  // that keeps records puts the value straight into its own record, one
+  // move instead of two; by default `scratch` (the caller's record, which
+  // may be left moved-from) carries it to collect().
+  virtual void collectValue(T&& value, bool hasTimestamp, int64_t timestamp,
+                            StreamRecord<T>& scratch) {
+    scratch.value = std::move(value);
+    scratch.hasTimestamp = hasTimestamp;
+    scratch.timestamp = timestamp;
+    collect(std::move(scratch));
+  }
 };
 
 // One typed input of an operator.

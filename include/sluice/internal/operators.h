@@ -57,6 +57,13 @@ class ChainedOutput final : public Output<T> {
   void collect(StreamRecord<T>&& record) override {
     collect(static_cast<const StreamRecord<T>&>(record));
   }
+  void collectValue(T&& value, bool hasTimestamp, int64_t timestamp,
+                    StreamRecord<T>& scratch) override {
+    scratch.value = std::move(value);
+    scratch.hasTimestamp = hasTimestamp;
+    scratch.timestamp = timestamp;
+    collect(static_cast<const StreamRecord<T>&>(scratch));
+  }
   void collect(const StreamRecord<T>& record) override {
     this->countRecord();
     try {
@@ -106,6 +113,13 @@ class FanOutOutput final : public Output<T> {
     for (size_t i = 0; i < last; ++i) outputs_[i]->collect(record);
     outputs_[last]->collect(std::move(record));
   }
+  void collectValue(T&& value, bool hasTimestamp, int64_t timestamp,
+                    StreamRecord<T>& scratch) override {
+    scratch.value = std::move(value);
+    scratch.hasTimestamp = hasTimestamp;
+    scratch.timestamp = timestamp;
+    FanOutOutput::collect(std::move(scratch));
+  }
   void emitWatermark(Watermark watermark) override {
     this->noteWatermark(watermark.timestamp);
     for (Output<T>* o : outputs_) o->emitWatermark(watermark);
@@ -124,6 +138,7 @@ class DiscardingOutput final : public Output<T> {
  public:
   void collect(const StreamRecord<T>&) override { this->countRecord(); }
   void collect(StreamRecord<T>&&) override { this->countRecord(); }
+  void collectValue(T&&, bool, int64_t, StreamRecord<T>&) override { this->countRecord(); }
   void emitWatermark(Watermark watermark) override { this->noteWatermark(watermark.timestamp); }
   void emitWatermarkStatus(WatermarkStatus) override {}
 };
@@ -238,11 +253,24 @@ template <class T>
 class NetworkOutput final : public Output<T> {
  public:
   NetworkOutput(RecordWriterBase& writer, std::unique_ptr<ChannelSelector<T>> selector)
-      : writer_(writer), selector_(std::move(selector)) {}
+      : writer_(writer),
+        selector_(std::move(selector)),
+        firstChannelOnly_(dynamic_cast<FirstChannelSelector<T>*>(selector_.get()) != nullptr) {}
 
   void collect(const StreamRecord<T>& record) override { send(record); }
   // A record going to one local channel is moved into its batch.
   void collect(StreamRecord<T>&& record) override { send(std::move(record)); }
+  void collectValue(T&& value, bool hasTimestamp, int64_t timestamp,
+                    StreamRecord<T>& scratch) override {
+    if (firstChannelOnly_ && writer_.isLocal(0)) {
+      this->countRecord();
+      static_cast<TypedElementBatch<T>&>(writer_.localBatch(0))
+          .addValue(std::move(value), hasTimestamp, timestamp);
+      writer_.recordAdded(0);
+      return;
+    }
+    Output<T>::collectValue(std::move(value), hasTimestamp, timestamp, scratch);
+  }
   void emitWatermark(Watermark watermark) override {
     this->noteWatermark(watermark.timestamp);
     writer_.broadcastWatermark(watermark);
@@ -255,7 +283,7 @@ class NetworkOutput final : public Output<T> {
   template <class R>
   void send(R&& record) {
     this->countRecord();
-    const int c = selector_->selectChannel(record);
+    const int c = firstChannelOnly_ ? 0 : selector_->selectChannel(record);
     if (c >= 0) {
       if (writer_.isLocal(c)) {
         addLocal(c, std::forward<R>(record));
@@ -296,6 +324,9 @@ class NetworkOutput final : public Output<T> {
 
   RecordWriterBase& writer_;
   std::unique_ptr<ChannelSelector<T>> selector_;
+  // Forward, global, or a key group edge into one subtask: channel 0,
+  // without asking the selector.
+  const bool firstChannelOnly_;
   uint8_t small_[512];
   std::vector<uint8_t> overflow_;
 };
@@ -584,8 +615,7 @@ class TimestampedCollector final : public Collector<OUT> {
     out_->collect(std::move(record_));
   }
   void collect(OUT&& value) override {
-    record_.value = std::move(value);
-    out_->collect(std::move(record_));
+    out_->collectValue(std::move(value), record_.hasTimestamp, record_.timestamp, record_);
   }
 
  private:

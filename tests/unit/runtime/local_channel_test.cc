@@ -255,6 +255,17 @@ TEST(LocalChannelTest, RecordsMovedIntoBatchesArriveWholeAndBroadcastsCopy) {
       ++forwarded;
       EXPECT_EQ(kept.value, value) << "collect(const&) does not move";
       expected[0].push_back(Record{value, i});
+    } else if (i % 5 == 0) {
+      // A value and its timestamp, put straight into the batch.
+      forward.collectValue(std::string(value), true, i, scratch);
+      ++forwarded;
+      expected[0].push_back(Record{value, i});
+    } else if (i % 13 == 0) {
+      // Broadcast takes the value through the scratch record.
+      broadcast.collectValue(std::string(value), true, i, scratch);
+      ++broadcasted;
+      expected[0].push_back(Record{value, i});
+      expected[1].push_back(Record{value, i});
     } else {
       forward.collect(std::move(scratch));
       ++forwarded;
