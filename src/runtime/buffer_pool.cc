@@ -82,8 +82,8 @@ ElementBatch* BufferPool::requestBatch() {
   for (;;) {
     if (cancelled_) return nullptr;
     if (!freeBatches_.empty()) {
-      ElementBatch* b = freeBatches_.back();
-      freeBatches_.pop_back();
+      ElementBatch* b = freeBatches_.front();
+      freeBatches_.pop_front();
       return b;
     }
     if (static_cast<int>(owned_.size() + ownedBatches_.size()) < maxSegments_ ||

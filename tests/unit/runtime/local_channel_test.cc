@@ -410,5 +410,31 @@ TEST(BufferPoolBatchTest, RecycledBatchesAreEmptyAndReused) {
   pool.recycleBatch(again);
 }
 
+// Free batches go out oldest first, so a batch the consumer has just
+// recycled is not refilled while another one has waited longer.
+TEST(BufferPoolBatchTest, FreeBatchesAreHandedOutOldestFirst) {
+  BufferPool pool(kSegment, 3);
+  setStringBatches(pool);
+  ElementBatch* a = pool.requestBatch();
+  ElementBatch* b = pool.requestBatch();
+  ElementBatch* c = pool.requestBatch();
+  ASSERT_NE(a, b);
+  ASSERT_NE(b, c);
+  ASSERT_NE(a, c);
+  pool.recycleBatch(b);
+  pool.recycleBatch(a);
+  pool.recycleBatch(c);
+  EXPECT_EQ(pool.requestBatch(), b);
+  EXPECT_EQ(pool.requestBatch(), a);
+  pool.recycleBatch(b);
+  EXPECT_EQ(pool.requestBatch(), c);
+  EXPECT_EQ(pool.requestBatch(), b);
+  EXPECT_EQ(pool.usedSegments(), 3);
+  pool.recycleBatch(a);
+  pool.recycleBatch(b);
+  pool.recycleBatch(c);
+  EXPECT_EQ(pool.usedSegments(), 0);
+}
+
 }  // namespace
 }  // namespace local_channel_test
