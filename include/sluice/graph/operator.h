@@ -133,10 +133,17 @@ class Output : public OutputBase {
   // may be left moved-from) carries it to collect().
   virtual void collectValue(T&& value, bool hasTimestamp, int64_t timestamp,
                             StreamRecord<T>& scratch) {
+    collect(std::move(fill(scratch, std::move(value), hasTimestamp, timestamp)));
+  }
+
+ protected:
+  // `scratch` holding `value` with these timestamp fields.
+  static StreamRecord<T>& fill(StreamRecord<T>& scratch, T&& value, bool hasTimestamp,
+                               int64_t timestamp) {
     scratch.value = std::move(value);
     scratch.hasTimestamp = hasTimestamp;
     scratch.timestamp = timestamp;
-    collect(std::move(scratch));
+    return scratch;
   }
 };
 

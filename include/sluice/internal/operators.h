@@ -59,10 +59,8 @@ class ChainedOutput final : public Output<T> {
   }
   void collectValue(T&& value, bool hasTimestamp, int64_t timestamp,
                     StreamRecord<T>& scratch) override {
-    scratch.value = std::move(value);
-    scratch.hasTimestamp = hasTimestamp;
-    scratch.timestamp = timestamp;
-    collect(static_cast<const StreamRecord<T>&>(scratch));
+    collect(static_cast<const StreamRecord<T>&>(
+        this->fill(scratch, std::move(value), hasTimestamp, timestamp)));
   }
   void collect(const StreamRecord<T>& record) override {
     this->countRecord();
@@ -115,10 +113,8 @@ class FanOutOutput final : public Output<T> {
   }
   void collectValue(T&& value, bool hasTimestamp, int64_t timestamp,
                     StreamRecord<T>& scratch) override {
-    scratch.value = std::move(value);
-    scratch.hasTimestamp = hasTimestamp;
-    scratch.timestamp = timestamp;
-    FanOutOutput::collect(std::move(scratch));
+    FanOutOutput::collect(
+        std::move(this->fill(scratch, std::move(value), hasTimestamp, timestamp)));
   }
   void emitWatermark(Watermark watermark) override {
     this->noteWatermark(watermark.timestamp);
