@@ -227,6 +227,33 @@ int32_t assignToKeyGroup(const K& key, int32_t maxParallelism) {
   return computeKeyGroupForKeyHash(javaHashCode(key), maxParallelism);
 }
 
+// computeKeyGroupForKeyHash for one maxParallelism, validated once, for the
+// per-record paths (keyBy's channel, the keyed backend's current key). The
+// remainder is Lemire's multiply-shift ("fastmod"), exact for 32-bit
+// operands, in place of a 32-bit division per record.
+class KeyGroupAssigner {
+ public:
+  explicit KeyGroupAssigner(int32_t maxParallelism)
+      : divisor_(static_cast<uint32_t>(maxParallelism)) {
+    checkMaxParallelism(maxParallelism);
+    // 2^64 / divisor, rounded up (0 for a divisor of 1: every x % 1 is 0).
+    inverse_ = UINT64_MAX / divisor_ + 1;
+  }
+  int32_t maxParallelism() const { return static_cast<int32_t>(divisor_); }
+  int32_t keyGroupOfHash(int32_t keyHash) const {
+    const uint64_t fraction = inverse_ * static_cast<uint32_t>(murmurHash(keyHash));
+    return static_cast<int32_t>((static_cast<unsigned __int128>(fraction) * divisor_) >> 64);
+  }
+  template <class K>
+  int32_t keyGroupOf(const K& key) const {
+    return keyGroupOfHash(javaHashCode(key));
+  }
+
+ private:
+  uint32_t divisor_;
+  uint64_t inverse_;
+};
+
 // The subtask, in [0, parallelism), that owns keyGroup.
 inline int32_t computeOperatorIndexForKeyGroup(int32_t maxParallelism, int32_t parallelism,
                                                int32_t keyGroup) {

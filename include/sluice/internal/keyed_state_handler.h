@@ -27,6 +27,7 @@ class KeyedStateHandler {
   void initialize(OperatorContext& context, const OperatorStateRestore* restore) {
     RuntimeContext& rc = context.runtimeContext();
     maxParallelism_ = rc.getMaxNumberOfParallelSubtasks();
+    keyGroups_ = KeyGroupAssigner(maxParallelism_);
     KeyedBackendParams params;
     params.operatorName = rc.getOperatorName();
     params.subtaskIndex = rc.getIndexOfThisSubtask();
@@ -51,7 +52,7 @@ class KeyedStateHandler {
     keyBytes_.clear();
     DataOutputView out(buffer, sizeof buffer, keyBytes_);
     TypeSerializer<K>::serialize(key, out);
-    backend_->setCurrentKey(out.data(), out.size(), assignToKeyGroup(key, maxParallelism_));
+    backend_->setCurrentKey(out.data(), out.size(), keyGroups_.keyGroupOf(key));
   }
 
   // The key of serialized `bytes`, as forEachKey reports them.
@@ -81,6 +82,7 @@ class KeyedStateHandler {
   OperatorContext* context_ = nullptr;
   std::vector<uint8_t> keyBytes_;
   int32_t maxParallelism_ = 128;
+  KeyGroupAssigner keyGroups_{128};
 };
 
 }  // namespace sluice::internal

@@ -203,7 +203,7 @@ template <class T, class KeySelector>
 class KeyGroupSelector final : public ChannelSelector<T> {
  public:
   KeyGroupSelector(KeySelector key, int channels, int maxParallelism)
-      : key_(std::move(key)), maxParallelism_(maxParallelism), channelOfGroup_(maxParallelism) {
+      : key_(std::move(key)), keyGroups_(maxParallelism), channelOfGroup_(maxParallelism) {
     checkParallelism(maxParallelism, channels);
     for (int32_t g = 0; g < maxParallelism; ++g) {
       channelOfGroup_[g] = computeOperatorIndexForKeyGroup(maxParallelism, channels, g);
@@ -211,13 +211,12 @@ class KeyGroupSelector final : public ChannelSelector<T> {
   }
   int selectChannel(const StreamRecord<T>& record) override {
     // Validated once above; per record only the hash and a table lookup.
-    int32_t group = murmurHash(javaHashCode(key_(record.value))) % maxParallelism_;
-    return channelOfGroup_[group];
+    return channelOfGroup_[keyGroups_.keyGroupOf(key_(record.value))];
   }
 
  private:
   KeySelector key_;
-  const int32_t maxParallelism_;
+  const KeyGroupAssigner keyGroups_;
   std::vector<int> channelOfGroup_;
 };
 

@@ -36,7 +36,7 @@ class InternalTimerService {
 
   void init(OperatorContext& context, int32_t maxParallelism, Callback onEventTime,
             Callback onProcessingTime) {
-    maxParallelism_ = maxParallelism;
+    keyGroups_ = KeyGroupAssigner(maxParallelism);
     onEventTime_ = std::move(onEventTime);
     onProcessingTime_ = std::move(onProcessingTime);
     queue_.init(
@@ -105,13 +105,13 @@ class InternalTimerService {
   void add(TimeDomain domain, const K& key, const N& ns, int64_t time) {
     struct KeyGroupOf {
       const K* key;
-      int32_t maxParallelism;
-    } ctx{&key, maxParallelism_};
+      const KeyGroupAssigner* keyGroups;
+    } ctx{&key, &keyGroups_};
     queue_.add(
         domain, time, serialize(key, ns),
         [](const void* c) {
           const auto* k = static_cast<const KeyGroupOf*>(c);
-          return assignToKeyGroup(*k->key, k->maxParallelism);
+          return k->keyGroups->keyGroupOf(*k->key);
         },
         &ctx);
   }
@@ -131,7 +131,7 @@ class InternalTimerService {
   }
 
   window::TimerQueue queue_;
-  int32_t maxParallelism_ = 128;
+  KeyGroupAssigner keyGroups_{128};
   Callback onEventTime_;
   Callback onProcessingTime_;
   uint8_t buffer_[64] = {};

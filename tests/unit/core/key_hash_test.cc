@@ -349,6 +349,38 @@ TEST(KeyHashTest, KeyGroupsOfManyIntKeysMatchJava) {
   EXPECT_EQ(digest, kIntKeyGroupDigest);
 }
 
+// The per-record assigner (a multiply-shift in place of the division)
+// gives the same key groups: the Java digest above, and every
+// maxParallelism against computeKeyGroupForKeyHash.
+TEST(KeyHashTest, KeyGroupAssignerMatchesTheDivision) {
+  int32_t digest = 0;
+  for (int32_t maxP : {1, 7, 128, 1000, 4096, 32768}) {
+    const KeyGroupAssigner assigner(maxP);
+    EXPECT_EQ(assigner.maxParallelism(), maxP);
+    for (int32_t k = -50000; k < 50000; ++k) {
+      digest = static_cast<int32_t>(31u * static_cast<uint32_t>(digest) +
+                                    static_cast<uint32_t>(assigner.keyGroupOf(k)));
+    }
+  }
+  EXPECT_EQ(digest, kIntKeyGroupDigest);
+
+  uint64_t lcg = 0x2545F4914F6CDD1DULL;
+  for (int32_t maxP = 1; maxP <= kUpperBoundMaxParallelism; ++maxP) {
+    const KeyGroupAssigner assigner(maxP);
+    for (int i = 0; i < 40; ++i) {
+      lcg = lcg * 6364136223846793005ULL + 1442695040888963407ULL;
+      const auto hash = static_cast<int32_t>(lcg >> 32);
+      ASSERT_EQ(assigner.keyGroupOfHash(hash), computeKeyGroupForKeyHash(hash, maxP))
+          << "hash " << hash << ", maxParallelism " << maxP;
+    }
+    // The ends of the hash range.
+    ASSERT_EQ(assigner.keyGroupOfHash(INT32_MIN), computeKeyGroupForKeyHash(INT32_MIN, maxP));
+    ASSERT_EQ(assigner.keyGroupOfHash(INT32_MAX), computeKeyGroupForKeyHash(INT32_MAX, maxP));
+  }
+  EXPECT_THROW(KeyGroupAssigner(0), SluiceException);
+  EXPECT_THROW(KeyGroupAssigner(kUpperBoundMaxParallelism + 1), SluiceException);
+}
+
 struct CustomKey {
   int32_t id;
   int32_t hashCode() const { return id * 1000; }
