@@ -243,17 +243,15 @@ class SourceOperator final : public SourceOperatorCore, private ReaderOutput<T> 
     record_.setTimestamp(timestamp);
     output_->collect(std::move(record_));
   }
+  // A value the reader is done with goes to the output as a value: into an
+  // in-process batch it is moved once, not via record_.
   void collect(T&& value) override {
     ++emitted_;
-    record_.value = std::move(value);
-    record_.eraseTimestamp();
-    output_->collect(std::move(record_));
+    output_->collectValue(std::move(value), false, kMinTimestamp, record_);
   }
   void collect(T&& value, int64_t timestamp) override {
     ++emitted_;
-    record_.value = std::move(value);
-    record_.setTimestamp(timestamp);
-    output_->collect(std::move(record_));
+    output_->collectValue(std::move(value), true, timestamp, record_);
   }
 
   std::shared_ptr<const Source<T, SplitT>> source_;
