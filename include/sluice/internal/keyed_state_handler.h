@@ -26,14 +26,14 @@ class KeyedStateHandler {
  public:
   void initialize(OperatorContext& context, const OperatorStateRestore* restore) {
     RuntimeContext& rc = context.runtimeContext();
-    maxParallelism_ = rc.getMaxNumberOfParallelSubtasks();
-    keyGroups_ = KeyGroupAssigner(maxParallelism_);
+    const int32_t maxParallelism = rc.getMaxNumberOfParallelSubtasks();
+    keyGroups_ = KeyGroupAssigner(maxParallelism);
     KeyedBackendParams params;
     params.operatorName = rc.getOperatorName();
     params.subtaskIndex = rc.getIndexOfThisSubtask();
-    params.maxParallelism = maxParallelism_;
+    params.maxParallelism = maxParallelism;
     params.keyGroupRange = computeKeyGroupRangeForOperatorIndex(
-        maxParallelism_, rc.getNumberOfParallelSubtasks(), rc.getIndexOfThisSubtask());
+        maxParallelism, rc.getNumberOfParallelSubtasks(), rc.getIndexOfThisSubtask());
     params.keySchema = TypeSerializer<K>::schema();
     params.keyLength = [](const uint8_t* data, size_t size) -> size_t {
       DataInputView in(data, size);
@@ -81,7 +81,6 @@ class KeyedStateHandler {
   std::unique_ptr<KeyedStateBackend> backend_;
   OperatorContext* context_ = nullptr;
   std::vector<uint8_t> keyBytes_;
-  int32_t maxParallelism_ = 128;
   KeyGroupAssigner keyGroups_{128};
 };
 
