@@ -26,9 +26,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <utility>
 #include <vector>
 
+#include <sluice/core/assert.h>
 #include <sluice/core/stream_element.h>
 
 namespace sluice {
@@ -50,7 +53,7 @@ class ElementBatch {
   size_t numElements() const { return count_ + controls_.size(); }
   bool empty() const { return count_ == 0 && controls_.empty(); }
   // Full: hand it over before adding more elements.
-  bool full() const { return count_ + controls_.size() >= capacity_; }
+  bool full() const { return count_ >= recordLimit_; }
   uint32_t capacity() const { return capacity_; }
 
   const std::vector<Control>& controls() const { return controls_; }
@@ -61,6 +64,7 @@ class ElementBatch {
     const auto offset = static_cast<uint32_t>(controlBytes_.size());
     controlBytes_.insert(controlBytes_.end(), encoded, encoded + size);
     controls_.push_back({count_, offset, static_cast<uint32_t>(size)});
+    if (recordLimit_ > 0) --recordLimit_;
   }
 
   // What the batch stands for in the byte counters (numBytesOut/In): the
@@ -71,6 +75,7 @@ class ElementBatch {
   // Empties the batch for reuse; records keep their storage.
   void reset() {
     count_ = 0;
+    recordLimit_ = capacity_;
     controls_.clear();
     controlBytes_.clear();
   }
@@ -83,6 +88,10 @@ class ElementBatch {
 
  private:
   const uint32_t capacity_;
+  // Records the batch takes before it is full: the capacity less the
+  // control elements in it. Kept so that full(), asked after every record,
+  // is one comparison.
+  uint32_t recordLimit_ = capacity_;
   const size_t recordSize_;
   std::vector<Control> controls_;
   std::vector<uint8_t> controlBytes_;
@@ -94,33 +103,49 @@ template <class T>
 class TypedElementBatch final : public ElementBatch {
  public:
   // Holds about `bytes` of records (at least 16, at most 8192 records).
-  explicit TypedElementBatch(size_t bytes) : ElementBatch(capacityFor(bytes), sizeof(Record)) {}
+  explicit TypedElementBatch(size_t bytes)
+      : ElementBatch(capacityFor(bytes), sizeof(Record)),
+        slots_(std::allocator<Record>().allocate(capacity())) {}
+  ~TypedElementBatch() override {
+    std::destroy_n(slots_, constructed_);
+    std::allocator<Record>().deallocate(slots_, capacity());
+  }
+  TypedElementBatch(const TypedElementBatch&) = delete;
+  TypedElementBatch& operator=(const TypedElementBatch&) = delete;
 
+  // Adding to a full batch is not allowed: the writer hands a batch over as
+  // soon as it is full.
   void add(const StreamRecord<T>& record) { put(record); }
   // Moves `record` in; a slot's old storage may go back to `record`.
   void add(StreamRecord<T>&& record) { put(std::move(record)); }
   // The same for a record given as its value and timestamp fields.
   void addValue(T&& value, bool hasTimestamp, int64_t timestamp) {
-    if (count_ == slots_.size()) slots_.emplace_back();
-    Record& r = slots_[count_];
+    Record& r = slot();
     r.value = std::move(value);
     r.hasTimestamp = hasTimestamp;
     r.timestamp = timestamp;
     ++count_;
   }
   const StreamRecord<T>& record(size_t i) const { return slots_[i]; }
-  const StreamRecord<T>* records() const { return slots_.data(); }
+  const StreamRecord<T>* records() const { return slots_; }
 
  private:
   using Record = StreamRecord<T>;
   template <class R>
   void put(R&& record) {
-    if (count_ < slots_.size()) {
-      slots_[count_] = std::forward<R>(record);
-    } else {
-      slots_.push_back(std::forward<R>(record));
-    }
+    slot() = std::forward<R>(record);
     ++count_;
+  }
+  // The slot of the next record. Slots are constructed on first use (memory
+  // of a batch that never fills is not touched) and keep their storage
+  // (strings, vectors) from one use of the batch to the next.
+  Record& slot() {
+    SLUICE_DASSERT(count_ < capacity(), "a record added to a full batch");
+    if (count_ == constructed_) [[unlikely]] {
+      ::new (static_cast<void*>(slots_ + constructed_)) Record();
+      ++constructed_;
+    }
+    return slots_[count_];
   }
   static uint32_t capacityFor(size_t bytes) {
     size_t n = bytes / sizeof(Record);
@@ -128,7 +153,8 @@ class TypedElementBatch final : public ElementBatch {
     if (n > 8192) n = 8192;
     return static_cast<uint32_t>(n);
   }
-  std::vector<Record> slots_;
+  Record* const slots_;
+  uint32_t constructed_ = 0;
 };
 
 }  // namespace sluice

@@ -448,15 +448,14 @@ class RecordWriterBase {
   bool allLocal() const { return allLocal_; }
   // The batch local `channel` is filling (a TypedElementBatch of the edge's
   // record type; a new one from the pool when there is none, which may block:
-  // backpressure). After adding a record, call recordAdded(channel).
+  // backpressure). After adding a record, call recordAdded(channel, batch).
   ElementBatch& localBatch(int channel) {
     ElementBatch* b = batches_[static_cast<size_t>(channel)];
     return b != nullptr ? *b : acquireBatch(channel);
   }
-  void recordAdded(int channel) {
-    if (handOverEveryRecord_ || batches_[static_cast<size_t>(channel)]->full()) {
-      handOverBatch(channel);
-    }
+  // `batch` is localBatch(channel), which just took a record.
+  void recordAdded(int channel, const ElementBatch& batch) {
+    if (handOverEveryRecord_ || batch.full()) handOverBatch(channel);
   }
 
  protected:

@@ -259,9 +259,9 @@ class NetworkOutput final : public Output<T> {
                     StreamRecord<T>& scratch) override {
     if (firstChannelOnly_ && writer_.isLocal(0)) {
       this->countRecord();
-      static_cast<TypedElementBatch<T>&>(writer_.localBatch(0))
-          .addValue(std::move(value), hasTimestamp, timestamp);
-      writer_.recordAdded(0);
+      auto& batch = static_cast<TypedElementBatch<T>&>(writer_.localBatch(0));
+      batch.addValue(std::move(value), hasTimestamp, timestamp);
+      writer_.recordAdded(0, batch);
       return;
     }
     Output<T>::collectValue(std::move(value), hasTimestamp, timestamp, scratch);
@@ -305,8 +305,9 @@ class NetworkOutput final : public Output<T> {
   }
   template <class R>
   void addLocal(int channel, R&& record) {
-    static_cast<TypedElementBatch<T>&>(writer_.localBatch(channel)).add(std::forward<R>(record));
-    writer_.recordAdded(channel);
+    auto& batch = static_cast<TypedElementBatch<T>&>(writer_.localBatch(channel));
+    batch.add(std::forward<R>(record));
+    writer_.recordAdded(channel, batch);
   }
   // Small records serialize into a fixed array; larger ones spill into the
   // overflow vector, which keeps its capacity between records.

@@ -60,8 +60,9 @@ std::vector<RecordWriter::Target> localTargets(InputGate& gate) {
 }
 
 void add(RecordWriter& writer, int channel, const std::string& value, int64_t ts) {
-  static_cast<Batch&>(writer.localBatch(channel)).add(StreamRecord<std::string>(value, ts));
-  writer.recordAdded(channel);
+  auto& batch = static_cast<Batch&>(writer.localBatch(channel));
+  batch.add(StreamRecord<std::string>(value, ts));
+  writer.recordAdded(channel, batch);
 }
 
 Bytes watermarkBytes(int64_t ts) {
@@ -408,6 +409,34 @@ TEST(BufferPoolBatchTest, RecycledBatchesAreEmptyAndReused) {
   EXPECT_EQ(again->numRecords(), 0u);
   EXPECT_TRUE(again->controls().empty());
   pool.recycleBatch(again);
+}
+
+// A batch is full when its records and control elements fill its capacity;
+// reset() makes the whole capacity free again, and records written into
+// reused slots read back as written (long strings included).
+TEST(TypedElementBatchTest, ControlElementsCountTowardsFullAndResetFreesThem) {
+  Batch batch(kBatchBytes);
+  ASSERT_EQ(batch.capacity(), 16u);
+  const Bytes wm = watermarkBytes(7);
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const size_t controls = static_cast<size_t>(round * 3);
+    for (size_t i = 0; i < controls; ++i) batch.addControl(wm.data(), wm.size());
+    std::vector<std::string> values;
+    while (!batch.full()) {
+      values.push_back(std::string(round == 1 ? 50 : 3, static_cast<char>('a' + values.size())));
+      batch.add(StreamRecord<std::string>(values.back(), static_cast<int64_t>(values.size())));
+    }
+    EXPECT_EQ(values.size(), 16 - controls);
+    EXPECT_EQ(batch.numElements(), 16u);
+    for (size_t i = 0; i < values.size(); ++i) {
+      EXPECT_EQ(batch.record(i).value, values[i]);
+      EXPECT_EQ(batch.record(i).timestamp, static_cast<int64_t>(i + 1));
+    }
+    batch.reset();
+    EXPECT_FALSE(batch.full());
+    EXPECT_TRUE(batch.empty());
+  }
 }
 
 // Free batches go out oldest first, so a batch the consumer has just
