@@ -464,28 +464,37 @@ class SlicingWindowOperator final
     Base::close();
   }
 
+  // A batch's records, each key extracted a few records ahead so that its
+  // table slot is fetched while the records before it are added. Only for
+  // keys that are cheap to copy; event time only.
+  void processElements(const StreamRecord<IN>* records, size_t n) override {
+    if constexpr (std::is_trivially_copyable_v<K> && sizeof(K) <= 16) {
+      if (!processingTime_ && n > kAhead) {
+        K keys[kAhead];
+        for (size_t i = 0; i < kAhead; ++i) {
+          keys[i] = spec_.key(records[i].value);
+          index_.prefetch(keys[i]);
+        }
+        for (size_t i = 0; i < n; ++i) {
+          K& ring = keys[i % kAhead];
+          const K key = ring;
+          if (i + kAhead < n) {
+            ring = spec_.key(records[i + kAhead].value);
+            index_.prefetch(ring);
+          }
+          eventTimeElement(records[i], key);
+        }
+        return;
+      }
+    }
+    for (size_t i = 0; i < n; ++i) processElement(records[i]);
+  }
   void processElement(const StreamRecord<IN>& r) override {
     if (processingTime_) {
       processingTimeElement(r);
       return;
     }
-    if (!r.hasTimestamp) [[unlikely]]
-      throwNoTimestamp(spec_.assignerName);
-    const int64_t ts = r.timestamp;
-    if (ts < cacheFirst_ || ts > cacheLast_) [[unlikely]] {
-      if (ts == kMinTimestamp) throwNoTimestamp(spec_.assignerName);
-      moveCache(ts);
-    }
-    if (!cacheOnTime_) [[unlikely]] {
-      lateElement(r);
-      return;
-    }
-    Entry& e = entry(spec_.key(r.value));
-    if (e.newest.id == cacheSlice_) [[likely]] {
-      fn_->add(e.newest.acc, r.value);
-      return;
-    }
-    addToSlice(e, cacheSlice_, r.value);
+    eventTimeElement(r, spec_.key(r.value));
   }
 
   void processWatermark(int input, Watermark watermark) override {
@@ -695,6 +704,28 @@ class SlicingWindowOperator final
   }
 
   // --- elements --------------------------------------------------------------
+
+  static constexpr size_t kAhead = 8;
+  // An event-time element of `key`.
+  void eventTimeElement(const StreamRecord<IN>& r, const K& key) {
+    if (!r.hasTimestamp) [[unlikely]]
+      throwNoTimestamp(spec_.assignerName);
+    const int64_t ts = r.timestamp;
+    if (ts < cacheFirst_ || ts > cacheLast_) [[unlikely]] {
+      if (ts == kMinTimestamp) throwNoTimestamp(spec_.assignerName);
+      moveCache(ts);
+    }
+    if (!cacheOnTime_) [[unlikely]] {
+      lateElement(r);
+      return;
+    }
+    Entry& e = entry(key);
+    if (e.newest.id == cacheSlice_) [[likely]] {
+      fn_->add(e.newest.acc, r.value);
+      return;
+    }
+    addToSlice(e, cacheSlice_, r.value);
+  }
 
   // The slice of `ts` becomes the cached one: its timestamps, and whether an
   // element in it is on time (no window of it fired yet, no key restored
