@@ -291,9 +291,17 @@ class StreamExecutionEnvironment {
   }
   template <class T>
   SingleOutputStreamOperator<T> fromCollection(std::vector<T> elements) {
-    auto data = std::make_shared<const std::vector<T>>(std::move(elements));
+    return fromCollection(std::make_shared<const std::vector<T>>(std::move(elements)));
+  }
+  // The same over elements shared with the caller rather than copied (as a
+  // Java collection is referenced, not copied): the job keeps them alive
+  // while it runs, and several jobs can read one collection. It must not
+  // change while a job reads it.
+  template <class T>
+  SingleOutputStreamOperator<T> fromCollection(std::shared_ptr<const std::vector<T>> elements) {
+    if (elements == nullptr) throw SluiceException("fromCollection: the collection is null");
     return addSource<T, typename CollectionSource<T>::SplitType>(
-        std::make_shared<CollectionSource<T>>(data), "Collection Source", true);
+        std::make_shared<CollectionSource<T>>(std::move(elements)), "Collection Source", true);
   }
   // The numbers from..to, inclusive, split over the source's subtasks.
   SingleOutputStreamOperator<int64_t> fromSequence(int64_t from, int64_t to);

@@ -108,6 +108,29 @@ TEST(OperatorsTest, KeyedReduceEmitsRunningResultPerKey) {
   EXPECT_EQ(byKey(got, [](const KV& kv) { return kv.first; }), expected);
 }
 
+// A shared collection is read in place: two jobs read the same elements,
+// nothing is copied (the caller's vector is the one the jobs held), and it
+// outlives them unchanged.
+TEST(OperatorsTest, SharedCollectionIsReadByEachJobWithoutACopy) {
+  auto lines = std::make_shared<const std::vector<std::string>>(
+      std::vector<std::string>{"to be", "or not", "to be"});
+  const std::string* first = lines->data();
+  for (int run = 0; run < 2; ++run) {
+    StreamExecutionEnvironment env;
+    env.setParallelism(2);
+    auto got = env.fromCollection(lines)
+                   .map([](const std::string& s) { return s + "!"; })
+                   .executeAndCollect();
+    std::multiset<std::string> expected{"to be!", "or not!", "to be!"};
+    EXPECT_EQ(std::multiset<std::string>(got.begin(), got.end()), expected) << "run " << run;
+  }
+  EXPECT_EQ(lines.use_count(), 1) << "the jobs released the collection";
+  EXPECT_EQ(lines->data(), first);
+  EXPECT_EQ(*lines, (std::vector<std::string>{"to be", "or not", "to be"}));
+  StreamExecutionEnvironment env;
+  EXPECT_THROW(env.fromCollection(std::shared_ptr<const std::vector<int>>()), SluiceException);
+}
+
 class SumReduce final : public ReduceFunction<KV> {
  public:
   KV reduce(const KV& a, const KV& b) override { return {a.first, a.second + b.second}; }
