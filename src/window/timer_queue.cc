@@ -323,7 +323,7 @@ bool TimerQueue::add(TimeDomain which, int64_t timestamp, std::string_view bytes
   // The same timer as the last call (a window operator registers its
   // trigger's timer and its cleanup timer back to back, often the same).
   if (d.memoValid && d.memoTime == timestamp && d.memo.size() == bytes.size() &&
-      std::memcmp(d.memo.data(), data, bytes.size()) == 0) {
+      bytesEqual(d.memo.data(), data, bytes.size())) {
     return false;
   }
   d.memoValid = true;

@@ -42,11 +42,13 @@ class NamespaceSetter {
   void set(StateStorageBase& storage, const N& ns) {
     if constexpr (!kVoid) storage.setNamespace(serialize(ns));
   }
+  // Into the inline buffer (a window is 16 bytes), the vector only when a
+  // namespace does not fit: no resize per call.
   std::string_view serialize(const N& ns) {
-    bytes_.clear();
-    DataOutputView out(bytes_);
+    overflow_.clear();
+    DataOutputView out(buffer_, sizeof buffer_, overflow_);
     TypeSerializer<N>::serialize(ns, out);
-    return {reinterpret_cast<const char*>(bytes_.data()), bytes_.size()};
+    return {reinterpret_cast<const char*>(out.data()), out.size()};
   }
   std::vector<std::string> serializeAll(const std::vector<N>& namespaces) {
     std::vector<std::string> out;
@@ -56,7 +58,8 @@ class NamespaceSetter {
   }
 
  private:
-  std::vector<uint8_t> bytes_;
+  uint8_t buffer_[32] = {};
+  std::vector<uint8_t> overflow_;
 };
 
 template <class N, class V>
