@@ -259,6 +259,12 @@ class ObjectTable {
   // Removes the entry at index `i` (which must be occupied). Entries later
   // in its probe run may move back, possibly into `i`.
   void eraseAt(size_t i);
+  // Removes the entries at `indices` (occupied, distinct, ascending). Each
+  // probe run they break is repaired in one pass, where eraseAt() per entry
+  // would walk the rest of the run (hashing every key in it) once per
+  // removed entry: removing a stretch of neighbours that way is quadratic
+  // in the run's length. Entries after the removed ones may move back.
+  void eraseAll(const std::vector<size_t>& indices);
   // Whether inserting one more entry reallocates the table (doubling it).
   bool growsOnInsert() const { return size_ + 1 > capacity() - capacity() / 8; }
   // The bytes the table allocates at `capacity` slots (control bytes and

@@ -163,6 +163,59 @@ void ObjectTable::eraseAt(size_t i) {
   --size_;
 }
 
+void ObjectTable::eraseAll(const std::vector<size_t>& indices) {
+  // A removed entry's slot is first marked as a hole (a control byte no tag
+  // has: tags have their top bit set), so that a walk can tell a hole, which
+  // entries after it may move into, from an empty slot, which ends the run.
+  constexpr uint8_t kHole = 1;
+  for (size_t i : indices) {
+    SLUICE_ASSERT(i < capacity() && ctrl_[i] > kHole, "ObjectTable::eraseAll of an empty slot");
+    char* slot = slots_ + i * stride_;
+    type_.destroy(objectOf(slot));
+    reinterpret_cast<KeyBytes*>(slot)->~KeyBytes();
+    ctrl_[i] = kHole;
+  }
+  size_ -= indices.size();
+  std::vector<size_t> holes(indices);  // where holes may remain at the end
+  bool walked = false;
+  size_t walkStart = 0;
+  size_t walkEnd = 0;  // the empty slot that ended the last walk
+  for (size_t start : indices) {
+    if (walked) {
+      // Covered by the last walk: it passed this hole.
+      const bool wrapped = walkEnd < walkStart;
+      if (wrapped || start < walkEnd) continue;
+    }
+    // Every entry after the hole, up to the empty slot that ends its run,
+    // moves to the first hole on its probe path, if there is one. The path
+    // [home, j) holds no empty slot (the run was intact before), so the
+    // scan for a hole stops at j at the latest.
+    size_t j = (start + 1) & mask_;
+    for (; ctrl_[j] != 0; j = (j + 1) & mask_) {
+      if (ctrl_[j] == kHole) continue;
+      char* from = slots_ + j * stride_;
+      size_t p = mix(BytesHash{}(keyOf(from))) >> shift_;
+      while (p != j && ctrl_[p] != kHole) p = (p + 1) & mask_;
+      if (p == j) continue;
+      char* to = slots_ + p * stride_;
+      auto* fromKey = reinterpret_cast<KeyBytes*>(from);
+      ::new (to) KeyBytes(std::move(*fromKey));
+      fromKey->~KeyBytes();
+      type_.moveConstruct(objectOf(to), objectOf(from));  // see eraseAt()
+      type_.destroy(objectOf(from));
+      ctrl_[p] = ctrl_[j];
+      ctrl_[j] = kHole;
+      holes.push_back(j);
+    }
+    walked = true;
+    walkStart = start;
+    walkEnd = j;
+  }
+  for (size_t h : holes) {
+    if (ctrl_[h] == kHole) ctrl_[h] = 0;
+  }
+}
+
 void ObjectTable::rehash(size_t newCapacity) { rebuild(newCapacity, nullptr); }
 
 void ObjectTable::rebuild(size_t newCapacity, const std::function<bool(const char*)>& drop) {

@@ -485,29 +485,26 @@ int64_t TieredKeyedStateBackend::evictRange(CacheTable& t, size_t g, size_t from
   if (gt == nullptr || t.pinned(g)) return 0;
   to = std::min(to, gt->capacity());
   int64_t freed = 0;
-  bool erased = false;
+  victims_.clear();
   size_t i = from;
-  while (i < to && freed < want) {
+  for (; i < to && freed < want; ++i) {
     char* slot = gt->slotAt(i);
-    if (slot == nullptr) {
-      ++i;
-      continue;
-    }
+    if (slot == nullptr) continue;
     tiered::Header& h = CachedType::header(t.entry(slot));
     if ((h.flags & tiered::kUseMask) != 0) {
       --h.flags;  // one use less: another chance
-      ++i;
       continue;
     }
     t.writeBack(g, slot, true);
     freed += h.charge + tiered::keyCharge(CacheTable::keyOf(slot).size());
-    // Backward-shift deletion may move a later entry into `i`: look at it
-    // again.
-    gt->eraseAt(i);
-    erased = true;
-    ++evictions_;
+    victims_.push_back(i);
   }
-  if (erased) ++t.epoch_;
+  // All at once: the victims are often neighbours in one probe run.
+  if (!victims_.empty()) {
+    gt->eraseAll(victims_);
+    evictions_ += static_cast<int64_t>(victims_.size());
+    ++t.epoch_;
+  }
   used_ -= freed;
   if (i < to) next = i;
   return freed;

@@ -457,6 +457,7 @@ class TieredKeyedStateBackend final : public KeyedStateBackend {
   int64_t writeBacks_ = 0;
   int64_t evictionRounds_ = 0;
   std::string readBuf_;
+  std::vector<size_t> victims_;  // evictRange's slots to remove, reused
 };
 
 }  // namespace sluice

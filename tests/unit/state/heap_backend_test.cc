@@ -462,6 +462,63 @@ TEST(HeapBackendTest, KeyBytesStoresShortKeysInlineAndLongOnesOnTheHeap) {
   }
 }
 
+// eraseAll() against a model: stretches of neighbours, scattered entries and
+// runs that wrap around the end of a nearly full table; every other key must
+// still be found with its value, and no removed one.
+TEST(HeapBackendTest, ObjectTableEraseAllKeepsEveryOtherEntryReachable) {
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 300; ++round) {
+    heap::ObjectTable table(internal::stateTypeOf<std::string>(), 64);
+    std::map<std::string, std::string> model;
+    const size_t fill = 30 + rng() % 26;  // up to 55 of 64: below the 7/8 load limit
+    while (model.size() < fill) {
+      const std::string key = "k" + std::to_string(rng() % 100000);
+      if (model.count(key) != 0) continue;
+      auto [slot, inserted] = table.tryEmplace(key);
+      ASSERT_TRUE(inserted);
+      const std::string value = "value of " + key + std::string(rng() % 40, '#');
+      *static_cast<std::string*>(table.objectOf(slot)) = value;
+      model[key] = value;
+    }
+    ASSERT_EQ(table.capacity(), 64u);
+    // Which occupied slots go: a stretch from a random start (through the
+    // table's end when it starts late), or every slot with probability 1/3.
+    std::vector<size_t> victims;
+    const bool stretch = round % 2 == 0;
+    const size_t start = rng() % 64;
+    const size_t length = 1 + rng() % 20;
+    for (size_t i = 0; i < 64; ++i) {
+      if (table.slotAt(i) == nullptr) continue;
+      const bool chosen = stretch ? ((i - start) & 63) < length : rng() % 3 == 0;
+      if (chosen) victims.push_back(i);
+    }
+    for (size_t i : victims)
+      model.erase(std::string(heap::ObjectTable::keyOf(table.slotAt(i)).view()));
+    std::set<std::string> removed;
+    for (size_t i : victims)
+      removed.insert(std::string(heap::ObjectTable::keyOf(table.slotAt(i)).view()));
+    table.eraseAll(victims);
+
+    ASSERT_EQ(table.size(), model.size()) << "round " << round;
+    for (const auto& [key, value] : model) {
+      char* slot = table.find(key);
+      ASSERT_NE(slot, nullptr) << "round " << round << ": " << key << " no longer found";
+      EXPECT_EQ(*static_cast<const std::string*>(table.objectOf(slot)), value);
+    }
+    for (const std::string& key : removed) EXPECT_EQ(table.find(key), nullptr) << key;
+    size_t occupied = 0;
+    for (size_t i = 0; i < 64; ++i) occupied += table.slotAt(i) != nullptr ? 1 : 0;
+    EXPECT_EQ(occupied, model.size());
+    // The table stays usable: the removed keys go back in.
+    for (const std::string& key : removed) {
+      auto [slot, inserted] = table.tryEmplace(key);
+      EXPECT_TRUE(inserted);
+      (void)slot;
+    }
+    EXPECT_EQ(table.size(), model.size() + removed.size());
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Snapshots
 
