@@ -294,6 +294,9 @@ class ObjectTable {
   static uint64_t mix(uint64_t h) { return h * 0x9E3779B97F4A7C15ULL; }
   static uint8_t tagOf(uint64_t h) { return static_cast<uint8_t>(h | 0x80); }
   void allocate(size_t capacity);
+  // Moves the entry in slot `from` (key, object and control byte) into the
+  // free slot `to`; `from`'s control byte is left for the caller to set.
+  void moveEntry(size_t from, size_t to);
   void release() noexcept;
 
   const internal::StateType& type_;

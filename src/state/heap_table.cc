@@ -135,6 +135,19 @@ bool ObjectTable::erase(std::string_view key) {
   return true;
 }
 
+void ObjectTable::moveEntry(size_t from, size_t to) {
+  char* src = slots_ + from * stride_;
+  char* dst = slots_ + to * stride_;
+  auto* srcKey = reinterpret_cast<KeyBytes*>(src);
+  ::new (dst) KeyBytes(std::move(*srcKey));
+  srcKey->~KeyBytes();
+  // Moving objects must not fail halfway: StateTypes of the engine's own
+  // types move without throwing, and user types are expected to.
+  type_.moveConstruct(objectOf(dst), objectOf(src));
+  type_.destroy(objectOf(src));
+  ctrl_[to] = ctrl_[from];
+}
+
 void ObjectTable::eraseAt(size_t i) {
   SLUICE_ASSERT(i < capacity() && ctrl_[i] != 0, "ObjectTable::eraseAt of an empty slot");
   char* holeSlot = slots_ + i * stride_;
@@ -147,15 +160,7 @@ void ObjectTable::eraseAt(size_t i) {
     // The entry at j may fill the hole when the hole lies on its probe path,
     // i.e. within [home, j) cyclically.
     if (((j - home) & mask_) >= ((j - hole) & mask_)) {
-      char* to = slots_ + hole * stride_;
-      auto* fromKey = reinterpret_cast<KeyBytes*>(from);
-      ::new (to) KeyBytes(std::move(*fromKey));
-      fromKey->~KeyBytes();
-      // Moving objects must not fail halfway: StateTypes of the engine's
-      // own types move without throwing, and user types are expected to.
-      type_.moveConstruct(objectOf(to), objectOf(from));
-      type_.destroy(objectOf(from));
-      ctrl_[hole] = ctrl_[j];
+      moveEntry(j, hole);
       hole = j;
     }
   }
@@ -197,13 +202,7 @@ void ObjectTable::eraseAll(const std::vector<size_t>& indices) {
       size_t p = mix(BytesHash{}(keyOf(from))) >> shift_;
       while (p != j && ctrl_[p] != kHole) p = (p + 1) & mask_;
       if (p == j) continue;
-      char* to = slots_ + p * stride_;
-      auto* fromKey = reinterpret_cast<KeyBytes*>(from);
-      ::new (to) KeyBytes(std::move(*fromKey));
-      fromKey->~KeyBytes();
-      type_.moveConstruct(objectOf(to), objectOf(from));  // see eraseAt()
-      type_.destroy(objectOf(from));
-      ctrl_[p] = ctrl_[j];
+      moveEntry(j, p);
       ctrl_[j] = kHole;
       holes.push_back(j);
     }
