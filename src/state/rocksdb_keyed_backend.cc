@@ -225,6 +225,7 @@ rocksdbutil::ColumnFamilyTuning cfTuning(const RocksDbKeyedStateBackend::Tuning&
   rocksdbutil::ColumnFamilyTuning c;
   c.memtableBloomFilter = t.memtableBloomFilter;
   c.uncompressed = t.uncompressed;
+  c.level0CompactionTrigger = t.level0CompactionTrigger;
   return c;
 }
 

@@ -96,6 +96,12 @@ class RocksDbKeyedStateBackend final : public KeyedStateBackend {
     // holds blocks uncompressed either way, so it holds as much), and
     // flushes and compactions do not compress. Costs disk space.
     bool uncompressed = false;
+    // Level-0 files that start a compaction into level 1 (0: RocksDB's
+    // default of 4). With a cache in front, most writes are write-backs of
+    // evicted entries spread over the whole key range, so every L0->L1
+    // compaction rewrites all of level 1, and the block cache's copies of
+    // its blocks go stale with it: fewer, larger compactions keep it warm.
+    int level0CompactionTrigger = 0;
   };
 
   // Creates the working directory and opens an empty database in it. Throws

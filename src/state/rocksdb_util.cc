@@ -283,6 +283,9 @@ rocksdb::ColumnFamilyOptions makeColumnFamilyOptions(const RocksDbSharedResource
   options.merge_operator = std::make_shared<ListAppendOperator>();
   options.compaction_filter_factory = std::make_shared<TtlCompactionFilterFactory>(std::move(ttl));
   if (tuning.uncompressed) options.compression = rocksdb::kNoCompression;
+  if (tuning.level0CompactionTrigger > 0) {
+    options.level0_file_num_compaction_trigger = tuning.level0CompactionTrigger;
+  }
   if (tuning.memtableBloomFilter) {
     // 5% of the memtable's size for the filter (RocksDB caps the ratio at
     // 25%), over whole keys: no prefix extractor is set.

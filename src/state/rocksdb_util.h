@@ -108,6 +108,8 @@ struct ColumnFamilyTuning {
   bool memtableBloomFilter = false;
   // Blocks written uncompressed rather than with Snappy.
   bool uncompressed = false;
+  // Level-0 files that start a compaction into level 1; 0: RocksDB's (4).
+  int level0CompactionTrigger = 0;
 };
 
 // The options of one column family: the shared cache with partitioned bloom

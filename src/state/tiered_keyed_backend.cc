@@ -375,6 +375,10 @@ TieredKeyedStateBackend::TieredKeyedStateBackend(KeyedBackendParams params)
   RocksDbKeyedStateBackend::Tuning tuning;
   tuning.memtableBloomFilter = true;
   tuning.uncompressed = true;
+  // 8 rather than 4 (see Tuning): Zipf-keyed get+update at ten times the
+  // budget +30%; uniform keys, where nearly every access misses, unchanged;
+  // more L0 files to look through cost more than that beyond 8.
+  tuning.level0CompactionTrigger = 8;
   rocks_ = std::make_unique<RocksDbKeyedStateBackend>(std::move(params), tuning);
 }
 
