@@ -297,6 +297,10 @@ class ObjectTable {
   // Moves the entry in slot `from` (key, object and control byte) into the
   // free slot `to`; `from`'s control byte is left for the caller to set.
   void moveEntry(size_t from, size_t to);
+  // Moves the key and object of the slot at `from` into the free slot at
+  // `to` (in this table's array or another of the same stride), leaving
+  // `from` destroyed; control bytes are the caller's.
+  void moveSlot(char* from, char* to);
   void release() noexcept;
 
   const internal::StateType& type_;

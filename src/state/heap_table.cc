@@ -135,16 +135,18 @@ bool ObjectTable::erase(std::string_view key) {
   return true;
 }
 
-void ObjectTable::moveEntry(size_t from, size_t to) {
-  char* src = slots_ + from * stride_;
-  char* dst = slots_ + to * stride_;
-  auto* srcKey = reinterpret_cast<KeyBytes*>(src);
-  ::new (dst) KeyBytes(std::move(*srcKey));
-  srcKey->~KeyBytes();
+void ObjectTable::moveSlot(char* from, char* to) {
+  auto* fromKey = reinterpret_cast<KeyBytes*>(from);
+  ::new (to) KeyBytes(std::move(*fromKey));
+  fromKey->~KeyBytes();
   // Moving objects must not fail halfway: StateTypes of the engine's own
   // types move without throwing, and user types are expected to.
-  type_.moveConstruct(objectOf(dst), objectOf(src));
-  type_.destroy(objectOf(src));
+  type_.moveConstruct(objectOf(to), objectOf(from));
+  type_.destroy(objectOf(from));
+}
+
+void ObjectTable::moveEntry(size_t from, size_t to) {
+  moveSlot(slots_ + from * stride_, slots_ + to * stride_);
   ctrl_[to] = ctrl_[from];
 }
 
@@ -251,12 +253,7 @@ void ObjectTable::rebuild(size_t newCapacity, const std::function<bool(const cha
     const uint64_t h = mix(BytesHash{}(keyOf(from)));
     size_t i = h >> shift_;
     while (ctrl_[i] != 0) i = (i + 1) & mask_;
-    char* to = slots_ + i * stride_;
-    auto* fromKey = reinterpret_cast<KeyBytes*>(from);
-    ::new (to) KeyBytes(std::move(*fromKey));
-    fromKey->~KeyBytes();
-    type_.moveConstruct(objectOf(to), objectOf(from));
-    type_.destroy(objectOf(from));
+    moveSlot(from, slots_ + i * stride_);
     ctrl_[i] = tagOf(h);
     ++size_;
   }
