@@ -14,6 +14,11 @@
 //   Sliding/<keys>/<sliced>    10 s / 2 s sliding windows, count and max
 //                              of field 1 (window-sliding)
 //   Cumulating/<keys>/<sliced> 10 s / 1 s cumulating windows, sum(1)
+//   SlidingProcessing/<keys>/<sliced>  10 s / 2 s sliding processing-time
+//                              windows, count and max of field 1; the
+//                              task's clock moves 1 ms every 1000 elements
+//                              and fires the timers due (as event time does
+//                              above), watermarks are only forwarded
 //   Snapshot/<keys>/<sliced>   the synchronous part of a checkpoint
 //                              (snapshotState) with one live 1 s tumbling
 //                              window per key: what the task spends on it
@@ -66,7 +71,7 @@ class CountingOutput final : public sluice::Output<Event> {
   int64_t checksum = 0;
 };
 
-enum class Windows { kTumbling, kSliding, kCumulating };
+enum class Windows { kTumbling, kSliding, kCumulating, kSlidingProcessing };
 
 // One subtask of the window operator of a job, ready for records.
 class WindowTask {
@@ -94,6 +99,12 @@ class WindowTask {
                  .sum(1)
                  .getId();
         break;
+      case Windows::kSlidingProcessing:
+        id = keyed.window(sluice::SlidingProcessingTimeWindows::of(seconds(10), seconds(2)))
+                 .aggregate(CountAndMax())
+                 .getId();
+        processingTime_ = true;
+        break;
     }
     const sluice::StreamNode& node = env.getStreamGraph().node(id);
     if ((node.name.rfind("SlicingWindow(", 0) == 0) != slicing) {
@@ -109,9 +120,11 @@ class WindowTask {
   }
   ~WindowTask() { op_->close(); }
 
-  // Elements [from, to) of the workload, with its watermarks.
+  // Elements [from, to) of the workload, with its watermarks; in
+  // processing time, the clock at i / 1000 ms after its start.
   void feed(int64_t from, int64_t to, int64_t keys) {
     for (int64_t i = from; i < to; ++i) {
+      if (processingTime_ && i % 1000 == 0) context_.setProcessingTime(kClockStart + i / 1000);
       record_.value = Event{i % keys, i % 1000, i / 1000};
       record_.timestamp = i / 1000;
       input_->processElement(record_);
@@ -127,6 +140,8 @@ class WindowTask {
   std::unique_ptr<sluice::StreamOperatorBase> op_;
   sluice::Input<Event>* input_ = nullptr;
   sluice::StreamRecord<Event> record_;
+  bool processingTime_ = false;
+  static constexpr int64_t kClockStart = 1'000'000;  // the harness clock's start
 };
 
 void run(benchmark::State& state, Windows windows) {
@@ -149,6 +164,7 @@ void run(benchmark::State& state, Windows windows) {
 void BM_Tumbling(benchmark::State& state) { run(state, Windows::kTumbling); }
 void BM_Sliding(benchmark::State& state) { run(state, Windows::kSliding); }
 void BM_Cumulating(benchmark::State& state) { run(state, Windows::kCumulating); }
+void BM_SlidingProcessing(benchmark::State& state) { run(state, Windows::kSlidingProcessing); }
 
 void BM_Snapshot(benchmark::State& state) {
   const int64_t keys = state.range(0);
@@ -189,6 +205,7 @@ void args(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_Tumbling)->Apply(args)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Sliding)->Apply(args)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Cumulating)->Apply(args)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SlidingProcessing)->Apply(args)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Snapshot)->Apply(args)->Unit(benchmark::kMillisecond)->Iterations(3);
 
 }  // namespace

@@ -5,7 +5,7 @@
 // Which operator runs the windows is decided when the window function is
 // applied: the sliced window operator (internal/slicing_window_operator.h)
 // when the assigner makes aligned event-time windows (tumbling, sliding,
-// cumulating) or processing-time tumbling windows, the session window
+// cumulating) or processing-time tumbling or sliding windows, the session window
 // operator (internal/session_window_operator.h) when it makes event-time
 // sessions with a static gap, in both cases when the function is
 // incremental (reduce, aggregate, the field aggregations, with or without a
@@ -88,6 +88,8 @@ std::optional<window::AlignedWindows> alignedWindowsOf(const A& a) {
     return window::AlignedWindows{AlignedKind::kTumbling, a.size, a.size, a.offset, true};
   } else if constexpr (std::is_same_v<A, SlidingEventTimeWindows>) {
     return window::AlignedWindows{AlignedKind::kSliding, a.size, a.slide, a.offset};
+  } else if constexpr (std::is_same_v<A, SlidingProcessingTimeWindows>) {
+    return window::AlignedWindows{AlignedKind::kSliding, a.size, a.slide, a.offset, true};
   } else if constexpr (std::is_same_v<A, CumulativeEventTimeWindows>) {
     return window::AlignedWindows{AlignedKind::kCumulating, a.maxSize, a.step, a.offset};
   } else {
@@ -118,6 +120,7 @@ inline constexpr FastWindows kFastWindowsOf =
     : std::is_same_v<A, TumblingEventTimeWindows> ||
             std::is_same_v<A, TumblingProcessingTimeWindows> ||
             std::is_same_v<A, SlidingEventTimeWindows> ||
+            std::is_same_v<A, SlidingProcessingTimeWindows> ||
             std::is_same_v<A, CumulativeEventTimeWindows>
         ? FastWindows::kSliced
         : FastWindows::kNone;

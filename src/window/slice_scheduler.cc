@@ -23,7 +23,8 @@ std::vector<uint32_t>& SliceScheduler::keysOf(int64_t slice, int64_t watermark) 
     for (WindowId w = slicing_.firstWindowOf(slice); w <= last; w += slicing_.windowStep()) {
       if (!slicing_.isWindow(w)) continue;
       const int64_t maxTimestamp = slicing_.maxTimestamp(w);
-      if (cleanup_.isWindowLate(maxTimestamp, watermark)) continue;
+      // Late (event time), or fired and cleaned up already (processing time).
+      if (cleanup_.cleanupTime(maxTimestamp) <= watermark) continue;
       if (maxTimestamp > watermark) toFire_.insert(w);
       if (cleanup_.needsCleanupTimer(maxTimestamp)) toClean_.insert(w);
     }

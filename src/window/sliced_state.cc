@@ -27,7 +27,10 @@ void checkNoSlicedState(KeyedStateBackend& backend, const std::string& operatorN
         "it with the same windows and pipeline.window.slicing: true (and the hashmap state "
         "backend)");
   }
-  if (!hasKeyedEntries(backend, kSlicedWindowState)) return;
+  if (!hasKeyedEntries(backend, kSlicedWindowState) &&
+      !hasKeyedEntries(backend, kSlicedWindowRefireState)) {
+    return;
+  }
   throw SluiceException(
       "operator '" + operatorName +
       "': the restored state holds the window slices of the sliced window operator ('" +

@@ -14,7 +14,8 @@ std::string AlignedWindows::describe() const {
       return std::string(processingTime ? "processing-time " : "") + "tumbling(size=" + ms(size) +
              ", offset=" + ms(offset) + ")";
     case AlignedKind::kSliding:
-      return "sliding(size=" + ms(size) + ", slide=" + ms(slide) + ", offset=" + ms(offset) + ")";
+      return std::string(processingTime ? "processing-time " : "") + "sliding(size=" + ms(size) +
+             ", slide=" + ms(slide) + ", offset=" + ms(offset) + ")";
     case AlignedKind::kCumulating:
       return "cumulating(maxSize=" + ms(size) + ", step=" + ms(slide) + ", offset=" + ms(offset) +
              ")";

@@ -66,10 +66,10 @@ inline constexpr ConfigOption<bool> kPipelineWindowSlicing{
     "pipeline.window.slicing", true,
     "Whether windows with an incremental aggregation use Sluice's specialised window operators: "
     "the sliced operator for tumbling, sliding and cumulating event-time windows and tumbling "
-    "processing-time windows, and the session operator for event-time session windows with a "
-    "static gap; with reduce, aggregate or a field aggregation (with or without a window "
-    "function), the default trigger, no evictor and the hashmap state backend. A Sluice option; "
-    "Flink's DataStream windows always use the general operator."};
+    "and sliding processing-time windows, and the session operator for event-time session "
+    "windows with a static gap; with reduce, aggregate or a field aggregation (with or without a "
+    "window function), the default trigger, no evictor and the hashmap state backend. A Sluice "
+    "option; Flink's DataStream windows always use the general operator."};
 
 // ---- checkpoints and state ----
 

@@ -1,5 +1,5 @@
 // The sliced window operator: tumbling, sliding and cumulating event-time
-// windows, and tumbling processing-time windows, with an incremental
+// windows, and tumbling and sliding processing-time windows, with an incremental
 // function (reduce, aggregate, the field aggregations), with or without a
 // window function, the default trigger and no evictor. WindowedStream picks
 // it over the general WindowOperator (window_operator.h) when
@@ -43,7 +43,15 @@
 // one task timer per pending window end (registered when the window gets
 // its first slice, or restored), which fires and cleans up the window at its
 // maxTimestamp, as ProcessingTimeTrigger and the general operator's cleanup
-// timer do. The watermark is only forwarded. Timers pending at the end of
+// timer do. The timers fire windows through some time (firedThrough_); an
+// element whose time is in a window that fired already (it arrives in the
+// window's last millisecond after the timer ran, or the clock went back)
+// finds that window purged in the general operator, which starts it anew
+// and fires it again at once with the new elements alone. Here such a
+// window gets an accumulator of its own (refires_, keyed state
+// "window-slices-refire" in a snapshot) that the next timer run fires and
+// cleans up; the element still goes to its slice for the windows that have
+// not fired. The watermark is only forwarded. Timers pending at the end of
 // input do not fire. The general operator's processing-time state cannot be
 // taken over.
 //
@@ -437,11 +445,16 @@ class SlicingWindowOperator final
   }
 
   void initializeState(const OperatorStateRestore* restore) override {
-    this->initializeTableState(restore, window::kSlicedWindowState);
+    KeyedStateBackend& backend = this->initializeTableState(restore, window::kSlicedWindowState);
+    if (processingTime_) {
+      storedRefires_ = &getOrCreateValueState<VoidNamespace>(
+          backend, ValueStateDescriptor<StoredRefires>(window::kSlicedWindowRefireState));
+    }
     checkLayout();
     if (restore != nullptr) {
       takeOverGeneralState(*restore);
       loadSlices();
+      if (processingTime_) loadRefires();
     }
   }
 
@@ -450,12 +463,24 @@ class SlicingWindowOperator final
   // then, so removing them copies nothing), or at the next snapshot.
   OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
     this->removeWritten();
+    removeWrittenRefires();
     index_.forEach([&](const K& key, Entry& e) {
       if (e.newest.id == kNoSlice) return;
       toStored(e, scratch_);
       this->writeStored(key);
     });
+    refires_.forEach([&](const K& key, std::vector<std::pair<WindowId, ACC>>& windows) {
+      StoredRefires stored;
+      for (const auto& [w, acc] : windows) stored.emplace_back(slicing_.window(w), acc);
+      keyed_.setCurrentKey(key);
+      storedRefires_->update(stored);
+      writtenRefires_.push_back(key);
+    });
     return this->finishSnapshot(checkpointId);
+  }
+  void notifyCheckpointComplete(int64_t checkpointId) override {
+    Base::notifyCheckpointComplete(checkpointId);
+    removeWrittenRefires();
   }
 
   ~SlicingWindowOperator() override { *alive_ = false; }
@@ -658,15 +683,18 @@ class SlicingWindowOperator final
     return *cacheKeys_;
   }
   // The time from which a new slice's windows are scheduled: the watermark,
-  // or in processing time all of them (an element is in the windows of the
-  // clock's time, which have not fired: a window that fired already at this
-  // very millisecond is a new window, as in the general operator).
-  int64_t scheduleFrom() const { return processingTime_ ? kMinTimestamp : watermark_; }
+  // or the processing time the windows fired through (a window that fired
+  // already fires again from refires_).
+  int64_t scheduleFrom() const { return processingTime_ ? firedThrough_ : watermark_; }
 
   // --- processing time -------------------------------------------------------
 
   void processingTimeElement(const StreamRecord<IN>& r) {
     const int64_t now = this->context().clock().currentTimeMillis();
+    if (now <= firedThrough_ || restoredAhead_) [[unlikely]] {
+      processingTimeAfterFiring(r, now);
+      return;
+    }
     if (now < cacheFirst_ || now > cacheLast_) [[unlikely]] {
       cacheSlice_ = slicing_.sliceOf(now);
       cacheFirst_ = slicing_.firstTimestamp(cacheSlice_);
@@ -681,24 +709,100 @@ class SlicingWindowOperator final
     }
     addToSlice(e, cacheSlice_, r.value);
   }
-  // A task timer at the maxTimestamp of each window of slice j, unless one
-  // is pending for that time already.
+  // An element when some window of its time may have fired already: the
+  // clock is at or before the time the timers fired windows through, or
+  // keys were restored from a later time than that. Each window of the
+  // element's time that fired (for its key) fires again with what came
+  // after; the others get it through its slice.
+  void processingTimeAfterFiring(const StreamRecord<IN>& r, int64_t now) {
+    const K key = spec_.key(r.value);
+    int64_t fired = firedThrough_;
+    if (restoredAhead_) {
+      if (auto* found = index_.find(key)) {
+        fired = std::max(fired, keys_[found->value.k].restoredWatermark);
+      }
+    }
+    const int64_t j = slicing_.sliceOf(now);
+    bool open = false;
+    const WindowId last = slicing_.lastWindowOf(j);
+    for (WindowId w = slicing_.firstWindowOf(j); w <= last; w += slicing_.windowStep()) {
+      if (!slicing_.isWindow(w)) continue;
+      if (slicing_.maxTimestamp(w) > fired) {
+        open = true;
+      } else {
+        addRefire(key, w, r.value);
+      }
+    }
+    if (!open) return;
+    invalidateCache();  // slice j is not cached as on time
+    registerWindowTimers(j);
+    addToSlice(entry(key), j, r.value);
+  }
+  // Adds `value` to `key`'s accumulator of fired window w, which fires
+  // again at the next timer run.
+  void addRefire(const K& key, WindowId w, const IN& value) {
+    std::vector<std::pair<WindowId, ACC>>& windows = refires_.tryEmplace(key).first->value;
+    for (auto& [id, acc] : windows) {
+      if (id == w) {
+        fn_->add(acc, value);
+        return;
+      }
+    }
+    windows.emplace_back(w, ACC{});
+    fn_->first(windows.back().second, value);
+    refireOrder_.emplace_back(w, key);
+    registerTimer(slicing_.maxTimestamp(w));
+  }
+  // Fires and cleans up the accumulators of fired windows ending at or
+  // before t, by window end, then in the order they started.
+  void fireRefires(int64_t t) {
+    std::vector<std::pair<WindowId, K>> due;
+    auto pending =
+        std::stable_partition(refireOrder_.begin(), refireOrder_.end(),
+                              [&](const auto& e) { return slicing_.maxTimestamp(e.first) > t; });
+    due.assign(std::make_move_iterator(pending), std::make_move_iterator(refireOrder_.end()));
+    refireOrder_.erase(pending, refireOrder_.end());
+    std::stable_sort(due.begin(), due.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [w, key] : due) {
+      auto* slot = refires_.find(key);
+      SLUICE_ASSERT(slot != nullptr, "a window to fire again has its accumulator");
+      std::vector<std::pair<WindowId, ACC>>& windows = slot->value;
+      auto it =
+          std::find_if(windows.begin(), windows.end(), [&](const auto& e) { return e.first == w; });
+      SLUICE_ASSERT(it != windows.end(), "a window to fire again has its accumulator");
+      const ACC acc = std::move(it->second);
+      windows.erase(it);
+      if (windows.empty()) refires_.erase(key);
+      this->emitWindow(key, slicing_.window(w), slicing_.maxTimestamp(w), acc);
+      if (!passThrough_) this->clearWindow(key, slicing_.window(w));
+    }
+  }
+  // A task timer at the maxTimestamp of each window of slice j that has not
+  // fired.
   void registerWindowTimers(int64_t j) {
     const WindowId last = slicing_.lastWindowOf(j);
     for (WindowId w = slicing_.firstWindowOf(j); w <= last; w += slicing_.windowStep()) {
       if (!slicing_.isWindow(w)) continue;
       const int64_t at = slicing_.maxTimestamp(w);
-      if (!timers_.insert(at).second) continue;
-      this->context().registerProcessingTimer(at, [this, alive = alive_](int64_t t) {
-        if (*alive) onProcessingTimer(t);
-      });
+      if (at > firedThrough_) registerTimer(at);
     }
+  }
+  // A task timer at `at`, unless one is pending for that time already.
+  void registerTimer(int64_t at) {
+    if (!timers_.insert(at).second) return;
+    this->context().registerProcessingTimer(at, [this, alive = alive_](int64_t t) {
+      if (*alive) onProcessingTimer(t);
+    });
   }
   // Fires and cleans up the windows ending at or before t.
   void onProcessingTimer(int64_t t) {
     timers_.erase(t);
+    firedThrough_ = std::max(firedThrough_, t);
+    if (restoredAhead_ && firedThrough_ >= maxRestoredWatermark_) restoredAhead_ = false;
     // The cached slice may have been dropped: the next element re-registers.
     invalidateCache();
+    if (!refireOrder_.empty()) fireRefires(t);
     scheduler_.advance(t, *this);
     sweepEmptyKeys();
   }
@@ -898,8 +1002,8 @@ class SlicingWindowOperator final
     KeyState& ks = keys_[k];
     const Slices slices(e, ks);
     s.clear();
-    // Processing time: the slices' windows have all still to fire.
-    s.watermark = processingTime_ ? kMinTimestamp : std::max(ks.restoredWatermark, watermark_);
+    // Processing time: the time the windows fired through.
+    s.watermark = std::max(ks.restoredWatermark, processingTime_ ? firedThrough_ : watermark_);
     for (size_t i = 0; i < slices.size(); ++i) s.add(slices[i].id, slices[i].acc);
     if (auto it = refire_.find(k); it != refire_.end()) {
       for (WindowId w : it->second) s.refire.push_back(slicing_.window(w));
@@ -915,6 +1019,35 @@ class SlicingWindowOperator final
       if (restored != current) window::failLayoutChanged(this->operatorName(), restored, current);
     }
     layout.update({current});
+  }
+
+  // Processing time: restored accumulators of windows to fire again.
+  void loadRefires() {
+    KeyedStateBackend& backend = keyed_.backend();
+    backend.forEachKey(window::kSlicedWindowRefireState, [&](std::string_view bytes, int32_t) {
+      const K key = KeyedStateHandler<K>::deserializeKey(bytes);
+      keyed_.setCurrentKey(key);
+      std::optional<StoredRefires> stored = storedRefires_->value();
+      storedRefires_->clear();
+      if (!stored) return;
+      for (auto& [window, acc] : *stored) {
+        WindowId id;
+        if (!slicing_.idOf(window, id)) {
+          window::failLayoutChanged(this->operatorName(), "a window " + window.toString(),
+                                    spec_.windows.describe());
+        }
+        refires_.tryEmplace(key).first->value.emplace_back(id, std::move(acc));
+        refireOrder_.emplace_back(id, key);
+        registerTimer(slicing_.maxTimestamp(id));
+      }
+    });
+  }
+  void removeWrittenRefires() {
+    for (const K& key : writtenRefires_) {
+      keyed_.setCurrentKey(key);
+      storedRefires_->clear();
+    }
+    writtenRefires_.clear();
   }
 
   // Restored slices of this subtask's key groups move into the table.
@@ -943,10 +1076,13 @@ class SlicingWindowOperator final
         refire_[k].push_back(id);
       }
     });
+    // Processing time: keys restored from a later time than the operator's
+    // take the slow path until a timer fired windows through that time.
+    if (processingTime_ && restoredAhead_) registerTimer(maxRestoredWatermark_);
   }
   void restoreKey(uint32_t k, int64_t watermark) {
     keys_[k].restoredWatermark = std::max(keys_[k].restoredWatermark, watermark);
-    if (watermark > watermark_) {
+    if (watermark > (processingTime_ ? firedThrough_ : watermark_)) {
       restoredAhead_ = true;
       maxRestoredWatermark_ = std::max(maxRestoredWatermark_, watermark);
     }
@@ -1050,6 +1186,16 @@ class SlicingWindowOperator final
   // yet (one per pending window end), and whether the operator is still
   // there for them (cleared at close).
   std::set<int64_t> timers_;
+  // Processing time: the latest time a timer fired windows through; the
+  // accumulators of fired windows that got elements again, per key, and
+  // the order they started in; in a snapshot, keyed state
+  // "window-slices-refire", and the keys written there.
+  using StoredRefires = std::vector<std::pair<TimeWindow, ACC>>;
+  int64_t firedThrough_ = kMinTimestamp;
+  FlatHashMap<K, std::vector<std::pair<WindowId, ACC>>, TableKeyHash<K>> refires_;
+  std::vector<std::pair<WindowId, K>> refireOrder_;
+  InternalValueState<VoidNamespace, StoredRefires>* storedRefires_ = nullptr;
+  std::vector<K> writtenRefires_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   // Some key was restored with a watermark ahead of the operator's.
   bool restoredAhead_ = false;

@@ -403,7 +403,7 @@ struct WindowSettings {
   std::function<std::unique_ptr<WindowAssigner<IN, W>>()> assigner;
   // Set when the assigner makes aligned windows the sliced window operator
   // can run: event-time tumbling, sliding or cumulating, or processing-time
-  // tumbling (AlignedWindows::processingTime).
+  // tumbling or sliding (AlignedWindows::processingTime).
   std::optional<window::AlignedWindows> aligned;
   // Set (to the gap) when the assigner makes event-time sessions with a
   // static gap (EventTimeSessionWindows::withGap), which the session window

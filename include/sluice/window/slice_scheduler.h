@@ -55,8 +55,10 @@ class SliceScheduler {
   void init(const Slicing& slicing, const WindowCleanup& cleanup, bool visitCleanup);
 
   // The keys with data in `slice`. A new slice is added, and those of its
-  // windows not late at `watermark` are scheduled (firing only those ahead
-  // of it). The reference stays valid until the slice is dropped by advance().
+  // windows whose cleanup time is ahead of `watermark` (the event-time
+  // watermark, or the processing time the windows fired through) are
+  // scheduled (firing only those ahead of it). The reference stays valid until the slice is dropped
+  // by advance().
   std::vector<uint32_t>& keysOf(int64_t slice, int64_t watermark);
 
   // Fires and cleans up everything `watermark` reached (see above).

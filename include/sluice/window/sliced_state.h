@@ -27,6 +27,9 @@ namespace sluice::window {
 inline constexpr const char* kGeneralWindowState = "window-contents";
 inline constexpr const char* kSlicedWindowState = "window-slices";
 inline constexpr const char* kSlicedWindowLayoutState = "window-slices-layout";
+// Processing time: the windows of a key that fired and got elements again
+// (they fire again with those alone), while a snapshot is taken.
+inline constexpr const char* kSlicedWindowRefireState = "window-slices-refire";
 inline constexpr const char* kSessionWindowState = "window-sessions";
 // The general operator's MergingWindowSet (merging_window_set.h).
 inline constexpr const char* kMergingWindowSetState = "merging-window-set";

@@ -42,7 +42,8 @@ enum class AlignedKind : uint8_t { kTumbling = 0, kSliding = 1, kCumulating = 2 
 
 // The description of aligned windows that WindowedStream captures from
 // TumblingEventTimeWindows, SlidingEventTimeWindows,
-// CumulativeEventTimeWindows or TumblingProcessingTimeWindows (milliseconds).
+// CumulativeEventTimeWindows, TumblingProcessingTimeWindows or
+// SlidingProcessingTimeWindows (milliseconds).
 // `slide` is the slide of sliding windows, the step of cumulating ones and
 // the size of tumbling ones; `size` is the size (cumulating: the maximum
 // size).
@@ -51,7 +52,7 @@ struct AlignedWindows {
   int64_t size = 1;
   int64_t slide = 1;
   int64_t offset = 0;
-  // Processing-time windows (TumblingProcessingTimeWindows): an element's
+  // Processing-time windows (Tumbling/SlidingProcessingTimeWindows): an element's
   // windows are those of the clock's time when it arrives, fired by
   // processing-time timers.
   bool processingTime = false;

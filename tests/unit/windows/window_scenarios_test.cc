@@ -451,7 +451,7 @@ const char* expectedName(Expected e) {
 Expected expectOperator(const Config& c, Mode mode) {
   static const std::vector<std::string> kAligned = {"tumbling", "sliding", "cumulating"};
   // Processing-time windows the sliced operator runs, with their default trigger.
-  static const std::vector<std::string> kProcessing = {"tumbling-processing"};
+  static const std::vector<std::string> kProcessing = {"tumbling-processing", "sliding-processing"};
   static const std::vector<std::string> kIncremental = {"sum",
                                                         "min",
                                                         "max",
