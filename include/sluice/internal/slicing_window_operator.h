@@ -454,7 +454,12 @@ class SlicingWindowOperator final
     if (restore != nullptr) {
       takeOverGeneralState(*restore);
       loadSlices();
-      if (processingTime_) loadRefires();
+      if (processingTime_) {
+        loadRefires();
+        // Keys restored from a later time than the operator's take the
+        // slow path until a timer fired windows through that time.
+        if (restoredAhead_) registerTimer(maxRestoredWatermark_);
+      }
     }
   }
 
@@ -471,7 +476,11 @@ class SlicingWindowOperator final
     });
     refires_.forEach([&](const K& key, std::vector<std::pair<WindowId, ACC>>& windows) {
       StoredRefires stored;
-      for (const auto& [w, acc] : windows) stored.emplace_back(slicing_.window(w), acc);
+      stored.first = firedThrough_;
+      if (auto* found = index_.find(key)) {
+        stored.first = std::max(stored.first, keys_[found->value.k].restoredWatermark);
+      }
+      for (const auto& [w, acc] : windows) stored.second.emplace_back(slicing_.window(w), acc);
       keyed_.setCurrentKey(key);
       storedRefires_->update(stored);
       writtenRefires_.push_back(key);
@@ -933,12 +942,21 @@ class SlicingWindowOperator final
   // (and more than a few): a key coming back every window stays, memory
   // stays bounded by twice the live keys, and each sweep is paid for by the
   // keys that emptied since the last one.
+  // A key restored from a later time than the operator's (processing time:
+  // with windows to fire again) stays until the operator got there.
   void sweepEmptyKeys() {
     if (emptyKeys_ < 1024 || emptyKeys_ < index_.size() - emptyKeys_) return;
+    const int64_t progress = processingTime_ ? firedThrough_ : watermark_;
+    size_t kept = 0;
     forEachKey([&](uint32_t k) {
-      if (keys_[k].empty) freeKey(k);
+      if (!keys_[k].empty) return;
+      if (keys_[k].restoredWatermark > progress) {
+        ++kept;
+      } else {
+        freeKey(k);
+      }
     });
-    emptyKeys_ = 0;
+    emptyKeys_ = kept;
   }
   bool takeRefire(uint32_t k, WindowId w) {
     auto it = refire_.find(k);
@@ -1021,7 +1039,10 @@ class SlicingWindowOperator final
     layout.update({current});
   }
 
-  // Processing time: restored accumulators of windows to fire again.
+  // Processing time: restored accumulators of windows to fire again. The
+  // key's windows fired through the time stored with them, which the key
+  // keeps as its restored watermark (in the table, without slices if it
+  // has none) so that none of them fires again from a slice.
   void loadRefires() {
     KeyedStateBackend& backend = keyed_.backend();
     backend.forEachKey(window::kSlicedWindowRefireState, [&](std::string_view bytes, int32_t) {
@@ -1030,7 +1051,14 @@ class SlicingWindowOperator final
       std::optional<StoredRefires> stored = storedRefires_->value();
       storedRefires_->clear();
       if (!stored) return;
-      for (auto& [window, acc] : *stored) {
+      Entry& e = entry(key);
+      const uint32_t k = e.k;
+      if (e.newest.id == kNoSlice && !keys_[k].empty) {
+        keys_[k].empty = true;
+        ++emptyKeys_;
+      }
+      restoreKey(k, stored->first);
+      for (auto& [window, acc] : stored->second) {
         WindowId id;
         if (!slicing_.idOf(window, id)) {
           window::failLayoutChanged(this->operatorName(), "a window " + window.toString(),
@@ -1076,9 +1104,6 @@ class SlicingWindowOperator final
         refire_[k].push_back(id);
       }
     });
-    // Processing time: keys restored from a later time than the operator's
-    // take the slow path until a timer fired windows through that time.
-    if (processingTime_ && restoredAhead_) registerTimer(maxRestoredWatermark_);
   }
   void restoreKey(uint32_t k, int64_t watermark) {
     keys_[k].restoredWatermark = std::max(keys_[k].restoredWatermark, watermark);
@@ -1189,8 +1214,9 @@ class SlicingWindowOperator final
   // Processing time: the latest time a timer fired windows through; the
   // accumulators of fired windows that got elements again, per key, and
   // the order they started in; in a snapshot, keyed state
-  // "window-slices-refire", and the keys written there.
-  using StoredRefires = std::vector<std::pair<TimeWindow, ACC>>;
+  // "window-slices-refire" (per key: the time its windows fired through,
+  // and those windows with their accumulators), and the keys written there.
+  using StoredRefires = std::pair<int64_t, std::vector<std::pair<TimeWindow, ACC>>>;
   int64_t firedThrough_ = kMinTimestamp;
   FlatHashMap<K, std::vector<std::pair<WindowId, ACC>>, TableKeyHash<K>> refires_;
   std::vector<std::pair<WindowId, K>> refireOrder_;
