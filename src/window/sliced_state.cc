@@ -27,14 +27,13 @@ void checkNoSlicedState(KeyedStateBackend& backend, const std::string& operatorN
         "it with the same windows and pipeline.window.slicing: true (and the hashmap state "
         "backend)");
   }
-  if (!hasKeyedEntries(backend, kSlicedWindowState) &&
-      !hasKeyedEntries(backend, kSlicedWindowRefireState)) {
-    return;
-  }
+  const bool slices = hasKeyedEntries(backend, kSlicedWindowState);
+  if (!slices && !hasKeyedEntries(backend, kSlicedWindowRefireState)) return;
   throw SluiceException(
-      "operator '" + operatorName +
-      "': the restored state holds the window slices of the sliced window operator ('" +
-      kSlicedWindowState +
+      "operator '" + operatorName + "': the restored state holds " +
+      (slices ? std::string("the window slices") : std::string("windows to fire again")) +
+      " of the sliced window operator ('" +
+      (slices ? kSlicedWindowState : kSlicedWindowRefireState) +
       "'), which this general window operator cannot fire. It was taken with "
       "pipeline.window.slicing: true and windows the sliced operator runs; restore it with the "
       "same windows and pipeline.window.slicing: true (and the hashmap state backend)");

@@ -557,6 +557,26 @@ TEST(SlicedWindowTest, TheGeneralOperatorRefusesSlices) {
   EXPECT_NE(error.find("pipeline.window.slicing: true"), std::string::npos) << error;
 }
 
+// Nor a snapshot whose only sliced state is a processing-time window to
+// fire again (the window fired, then an element came in its last
+// millisecond): the general operator would never fire it.
+TEST(SlicedWindowTest, TheGeneralOperatorRefusesWindowsToFireAgain) {
+  Shape shape = tumbling(10, 0);
+  shape.windows.processingTime = true;
+  Subtasks<Out> sliced(windowOperator<Out>(shape, true), 1, nullptr);
+  auto& h = *sliced.harnesses[0];
+  h.context().setProcessingTime(3);
+  sliced.element({"a", 1}, 0);
+  h.context().setProcessingTime(9);
+  EXPECT_EQ(sliced.take(), (std::vector<std::string>{"a:1:1 1 [0,10) ts=9"}));
+  sliced.element({"a", 2}, 0);  // [0,10) again, no slice left
+  const auto restores = testing::redistribute(sliced.snapshot(), 1);
+  const std::string error =
+      errorOf([&] { Subtasks<Out> general(windowOperator<Out>(shape, false), 1, &restores); });
+  EXPECT_NE(error.find("window-slices-refire"), std::string::npos) << error;
+  EXPECT_NE(error.find("pipeline.window.slicing: true"), std::string::npos) << error;
+}
+
 TEST(SlicedWindowTest, RefusesSlicesOfOtherWindows) {
   Subtasks<Out> sliced(windowOperator<Out>(tumbling(10, 0), true), 1, nullptr);
   sliced.element({"a", 1}, 3);
