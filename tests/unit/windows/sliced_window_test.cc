@@ -177,11 +177,12 @@ std::vector<Step> randomSteps(std::mt19937_64& rng, int n) {
 }
 
 // Processing time: elements (their timestamps do not matter), watermarks,
-// and moves of the clock, by 0 to 11 ms, onto the last millisecond of a
-// window ending every `slide` ms (offset 0), so that elements arrive at a
-// window's end after it fired, and (with `back`) back by up to 15 ms, into
-// windows that fired.
-std::vector<Step> randomProcessingTimeSteps(std::mt19937_64& rng, int n, int64_t slide, bool back) {
+// and moves of the clock, by 0 to 11 ms, onto the last millisecond of the
+// next window (windows end every `slide` ms, shifted by `offset`), so that
+// elements arrive at a window's end after it fired, and (with `back`) back
+// by up to 15 ms, into windows that fired.
+std::vector<Step> randomProcessingTimeSteps(std::mt19937_64& rng, int n, int64_t slide,
+                                            int64_t offset, bool back) {
   std::vector<Step> steps;
   int64_t clock = 0;
   for (int i = 0; i < n; ++i) {
@@ -193,7 +194,9 @@ std::vector<Step> randomProcessingTimeSteps(std::mt19937_64& rng, int n, int64_t
       if (move < 4) {
         clock += static_cast<int64_t>(rng() % 12);
       } else if (move < 7 || !back) {
-        clock = (clock / slide + 1) * slide - 1;
+        const int64_t sinceEnd = clock - offset + 1;  // ms since some window's end
+        const int64_t ends = sinceEnd >= 0 ? sinceEnd / slide : -((slide - 1 - sinceEnd) / slide);
+        clock = (ends + 1) * slide + offset - 1;
       } else {
         clock = std::max<int64_t>(0, clock - static_cast<int64_t>(1 + rng() % 15));
       }
@@ -347,11 +350,15 @@ TEST(SlicedWindowTest, BehavesAsTheGeneralOperatorInProcessingTime) {
       w.slide = static_cast<int64_t>(1 + rng() % 6);
       w.size = w.slide * static_cast<int64_t>(1 + rng() % 4) + static_cast<int64_t>(rng() % 3);
     }
+    if (round % 3 == 1) {
+      w.offset =
+          static_cast<int64_t>(rng() % static_cast<uint64_t>(w.slide)) * (rng() % 2 ? 1 : -1);
+    }
     shape.lateness = round % 3 == 0 ? 17 : 0;  // does not apply to processing time
     shape.passThrough = rng() % 3 == 0;
     SCOPED_TRACE("round " + std::to_string(round) + ": " + shape.describe());
     const std::vector<Step> steps =
-        randomProcessingTimeSteps(rng, 80, w.slide, /*back=*/round % 4 >= 2);
+        randomProcessingTimeSteps(rng, 80, w.slide, w.offset, /*back=*/round % 4 >= 2);
     // Restored after every step, the operator never snapshots windows that
     // fired and then got elements again; after every third it does.
     if (shape.passThrough) {
