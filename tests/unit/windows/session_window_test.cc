@@ -173,8 +173,10 @@ struct Run {
 
 template <class OUT>
 Run play(std::shared_ptr<const OperatorFactory> factory, test::RunConfig config,
-         const std::vector<Step>& steps) {
-  test::OperatorRunner<OUT> runner(std::move(factory), config);
+         const std::vector<Step>& steps, int restoreEvery = 1) {
+  typename test::OperatorRunner<OUT>::Options options;
+  options.restoreEvery = restoreEvery;
+  test::OperatorRunner<OUT> runner(std::move(factory), config, options);
   testing::CollectingOutput<Ev>& late = runner.sideOutput(kLateTag);
   testing::CollectingOutput<Out>& cleared = runner.sideOutput(kClearedTag);
   runner.open();
@@ -222,17 +224,22 @@ void compare(const Shape& shape, const std::vector<Step>& steps) {
       play<OUT>(windowOperator<OUT>(shape, false), test::RunConfig::kStraight, steps);
   ASSERT_TRUE(expected.error.empty()) << expected.error;
   const auto sessions = windowOperator<OUT>(shape, true);
-  for (test::RunConfig config :
-       {test::RunConfig::kStraight, test::RunConfig::kRestore, test::RunConfig::kRescale}) {
-    SCOPED_TRACE(test::runConfigName(config));
-    const Run actual = play<OUT>(sessions, config, steps);
-    ASSERT_TRUE(actual.error.empty()) << actual.error;
-    ASSERT_EQ(actual.steps.size(), expected.steps.size());
-    for (size_t i = 0; i < steps.size(); ++i) {
-      ASSERT_EQ(actual.steps[i], expected.steps[i])
-          << "after step " << i + 1 << " of " << steps.size();
+  // Restored after every step, and after every third (state built over
+  // several steps, then snapshotted).
+  for (int every : {1, 3}) {
+    for (test::RunConfig config :
+         {test::RunConfig::kStraight, test::RunConfig::kRestore, test::RunConfig::kRescale}) {
+      if (config == test::RunConfig::kStraight && every != 1) continue;
+      SCOPED_TRACE(std::string(test::runConfigName(config)) + (every == 1 ? "" : " (every 3)"));
+      const Run actual = play<OUT>(sessions, config, steps, every);
+      ASSERT_TRUE(actual.error.empty()) << actual.error;
+      ASSERT_EQ(actual.steps.size(), expected.steps.size());
+      for (size_t i = 0; i < steps.size(); ++i) {
+        ASSERT_EQ(actual.steps[i], expected.steps[i])
+            << "after step " << i + 1 << " of " << steps.size();
+      }
+      EXPECT_EQ(actual.dropped, expected.dropped) << "numLateRecordsDropped";
     }
-    EXPECT_EQ(actual.dropped, expected.dropped) << "numLateRecordsDropped";
   }
 }
 

@@ -324,9 +324,9 @@ TEST(SlicedWindowTest, BehavesAsTheGeneralOperatorOnRandomInput) {
     SCOPED_TRACE("round " + std::to_string(round) + ": " + shape.describe());
     const std::vector<Step> steps = randomSteps(rng, 60);
     if (shape.passThrough) {
-      compare<Ev>(shape, steps);
+      compare<Ev>(shape, steps, {1, 3});
     } else {
-      compare<Out>(shape, steps);
+      compare<Out>(shape, steps, {1, 3});
     }
     if (::testing::Test::HasFatalFailure()) return;
   }
