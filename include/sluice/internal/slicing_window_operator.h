@@ -1044,31 +1044,22 @@ class SlicingWindowOperator final
   // keeps as its restored watermark (in the table, without slices if it
   // has none) so that none of them fires again from a slice.
   void loadRefires() {
-    KeyedStateBackend& backend = keyed_.backend();
-    backend.forEachKey(window::kSlicedWindowRefireState, [&](std::string_view bytes, int32_t) {
-      const K key = KeyedStateHandler<K>::deserializeKey(bytes);
-      keyed_.setCurrentKey(key);
-      std::optional<StoredRefires> stored = storedRefires_->value();
-      storedRefires_->clear();
-      if (!stored) return;
-      Entry& e = entry(key);
-      const uint32_t k = e.k;
-      if (e.newest.id == kNoSlice && !keys_[k].empty) {
-        keys_[k].empty = true;
-        ++emptyKeys_;
-      }
-      restoreKey(k, stored->first);
-      for (auto& [window, acc] : stored->second) {
-        WindowId id;
-        if (!slicing_.idOf(window, id)) {
-          window::failLayoutChanged(this->operatorName(), "a window " + window.toString(),
-                                    spec_.windows.describe());
-        }
-        refires_.tryEmplace(key).first->value.emplace_back(id, std::move(acc));
-        refireOrder_.emplace_back(id, key);
-        registerTimer(slicing_.maxTimestamp(id));
-      }
-    });
+    takeRestored(window::kSlicedWindowRefireState, *storedRefires_,
+                 [&](const K& key, StoredRefires& stored) {
+                   Entry& e = entry(key);
+                   const uint32_t k = e.k;
+                   if (e.newest.id == kNoSlice && !keys_[k].empty) {
+                     keys_[k].empty = true;
+                     ++emptyKeys_;
+                   }
+                   restoreKey(k, stored.first);
+                   for (auto& [window, acc] : stored.second) {
+                     const WindowId id = restoredWindowId(window);
+                     refires_.tryEmplace(key).first->value.emplace_back(id, std::move(acc));
+                     refireOrder_.emplace_back(id, key);
+                     registerTimer(slicing_.maxTimestamp(id));
+                   }
+                 });
   }
   void removeWrittenRefires() {
     for (const K& key : writtenRefires_) {
@@ -1078,31 +1069,41 @@ class SlicingWindowOperator final
     writtenRefires_.clear();
   }
 
-  // Restored slices of this subtask's key groups move into the table.
-  void loadSlices() {
-    KeyedStateBackend& backend = keyed_.backend();
-    backend.forEachKey(window::kSlicedWindowState, [&](std::string_view bytes, int32_t) {
+  // Each restored entry of keyed state `name` (this subtask's key groups),
+  // taken out of the backend: f(key, value).
+  template <class T, class F>
+  void takeRestored(const char* name, InternalValueState<VoidNamespace, T>& state, F&& f) {
+    keyed_.backend().forEachKey(name, [&](std::string_view bytes, int32_t) {
       const K key = KeyedStateHandler<K>::deserializeKey(bytes);
       keyed_.setCurrentKey(key);
-      std::optional<Stored> stored = stored_->value();
-      stored_->clear();
-      if (!stored || stored->count == 0) return;
+      std::optional<T> value = state.value();
+      state.clear();
+      if (value) f(key, *value);
+    });
+  }
+  // The id of a restored window, which must be one of this job's windows.
+  WindowId restoredWindowId(const TimeWindow& w) {
+    WindowId id;
+    if (!slicing_.idOf(w, id)) {
+      window::failLayoutChanged(this->operatorName(), "a window " + w.toString(),
+                                spec_.windows.describe());
+    }
+    return id;
+  }
+
+  // Restored slices of this subtask's key groups move into the table.
+  void loadSlices() {
+    takeRestored(window::kSlicedWindowState, *stored_, [&](const K& key, Stored& stored) {
+      if (stored.count == 0) return;
       std::vector<std::pair<int64_t, ACC>> slices;
-      for (uint32_t i = 0; i < stored->count; ++i) slices.push_back(std::move(stored->at(i)));
+      for (uint32_t i = 0; i < stored.count; ++i) slices.push_back(std::move(stored.at(i)));
       std::sort(slices.begin(), slices.end(),
                 [](const auto& a, const auto& b) { return a.first < b.first; });
       Entry& e = entry(key);
       const uint32_t k = e.k;
       for (auto& [j, acc] : slices) appendSlice(e, Slice{j, std::move(acc)});
-      restoreKey(k, stored->watermark);
-      for (const TimeWindow& w : stored->refire) {
-        WindowId id;
-        if (!slicing_.idOf(w, id)) {
-          window::failLayoutChanged(this->operatorName(), "a window " + w.toString(),
-                                    spec_.windows.describe());
-        }
-        refire_[k].push_back(id);
-      }
+      restoreKey(k, stored.watermark);
+      for (const TimeWindow& w : stored.refire) refire_[k].push_back(restoredWindowId(w));
     });
   }
   void restoreKey(uint32_t k, int64_t watermark) {
