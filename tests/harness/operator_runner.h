@@ -13,6 +13,10 @@
 //              their key group;
 //   rocksdb    one subtask, the rocksdb backend.
 //
+// Restore and rescale also run restoring after every third step only
+// (RunSetup, kAllRunSetups), so that state built over several steps between
+// two snapshots is in a snapshot too.
+//
 // A suite describes its input as steps (elements, watermarks per input
 // channel, idleness, processing time, end of input) and compares what the
 // operator emitted after each step with a result computed independently; the
@@ -26,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -54,15 +59,46 @@ inline const char* runConfigName(RunConfig c) {
   return "?";
 }
 
-// For INSTANTIATE_TEST_SUITE_P(..., ValuesIn(kAllRunConfigs), runConfigParamName).
-inline std::string runConfigParamName(const ::testing::TestParamInfo<RunConfig>& info) {
-  switch (info.param) {
+inline std::string runConfigParamName(RunConfig c) {
+  switch (c) {
     case RunConfig::kStraight: return "straight";
     case RunConfig::kRestore: return "restore";
     case RunConfig::kRescale: return "rescale";
     case RunConfig::kRocksDb: return "rocksdb";
   }
   return "unknown";
+}
+
+// For INSTANTIATE_TEST_SUITE_P(..., ValuesIn(kAllRunConfigs), runConfigParamName).
+inline std::string runConfigParamName(const ::testing::TestParamInfo<RunConfig>& info) {
+  return runConfigParamName(info.param);
+}
+
+// A run configuration and, for restore and rescale, how many steps pass
+// between restores (OperatorRunner::Options::restoreEvery).
+struct RunSetup {
+  RunConfig config = RunConfig::kStraight;
+  int restoreEvery = 1;
+};
+
+// Every configuration, restore and rescale also after every third step
+// only: restoring after every step cannot catch state an operator builds
+// over several steps and then loses in a snapshot.
+inline constexpr RunSetup kAllRunSetups[] = {
+    {RunConfig::kStraight, 1}, {RunConfig::kRestore, 1}, {RunConfig::kRestore, 3},
+    {RunConfig::kRescale, 1},  {RunConfig::kRescale, 3}, {RunConfig::kRocksDb, 1}};
+
+// How gtest prints a RunSetup parameter.
+inline void PrintTo(const RunSetup& setup, std::ostream* os) {
+  *os << runConfigName(setup.config);
+  if (setup.restoreEvery != 1) *os << " (every " << setup.restoreEvery << " steps)";
+}
+
+// For INSTANTIATE_TEST_SUITE_P(..., ValuesIn(kAllRunSetups), runSetupParamName).
+inline std::string runSetupParamName(const ::testing::TestParamInfo<RunSetup>& info) {
+  std::string name = runConfigParamName(info.param.config);
+  if (info.param.restoreEvery != 1) name += "_every" + std::to_string(info.param.restoreEvery);
+  return name;
 }
 
 template <class OUT>
@@ -89,6 +125,12 @@ class OperatorRunner {
   OperatorRunner(std::shared_ptr<const OperatorFactory> factory, RunConfig config,
                  Options options = {})
       : OperatorRunner([factory] { return factory->createOperator(); }, config, options) {}
+  // `setup`'s restoreEvery replaces the one in `options`.
+  OperatorRunner(Factory make, RunSetup setup, Options options)
+      : OperatorRunner(std::move(make), setup.config, withRestoreEvery(options, setup)) {}
+  OperatorRunner(std::shared_ptr<const OperatorFactory> factory, RunSetup setup,
+                 Options options = {})
+      : OperatorRunner(std::move(factory), setup.config, withRestoreEvery(options, setup)) {}
   ~OperatorRunner() {
     for (auto& s : subtasks_) s->crash();
   }
@@ -189,6 +231,11 @@ class OperatorRunner {
 
  private:
   using Harness = testing::OperatorHarness<OUT>;
+
+  static Options withRestoreEvery(Options options, RunSetup setup) {
+    options.restoreEvery = setup.restoreEvery;
+    return options;
+  }
 
   void start(int parallelism, const std::vector<OperatorStateRestore>* restores) {
     subtasks_.clear();

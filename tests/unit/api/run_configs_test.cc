@@ -1,6 +1,7 @@
 // The stateful operators besides windows, each under every run
 // configuration of tests/harness/operator_runner.h (straight, snapshot and
-// restore after every step, rescale 1<->2 after every step, rocksdb): a
+// restore after every step and after every third, rescale 1<->2 likewise,
+// rocksdb): a
 // keyed process function with event-time timers, a keyed co-process
 // function, an interval join, a keyed broadcast process function and state
 // with a time-to-live. The expected output of each step is worked out by
@@ -26,7 +27,6 @@ namespace run_configs_test {
 namespace {
 
 using test::OperatorRunner;
-using test::RunConfig;
 using KV = std::pair<std::string, int64_t>;
 
 template <class OUT>
@@ -41,7 +41,7 @@ std::vector<std::string> rendered(const std::vector<StreamRecord<OUT>>& records,
 
 std::string renderKV(const KV& kv) { return kv.first + "=" + std::to_string(kv.second); }
 
-class RunConfigTest : public ::testing::TestWithParam<RunConfig> {};
+class RunConfigTest : public ::testing::TestWithParam<test::RunSetup> {};
 
 // ---- keyed state and event-time timers ----------------------------------------
 
@@ -311,8 +311,8 @@ TEST_P(RunConfigTest, StateExpiresAfterItsTimeToLiveAcrossRestores) {
   r.close();
 }
 
-INSTANTIATE_TEST_SUITE_P(Configs, RunConfigTest, ::testing::ValuesIn(test::kAllRunConfigs),
-                         test::runConfigParamName);
+INSTANTIATE_TEST_SUITE_P(Configs, RunConfigTest, ::testing::ValuesIn(test::kAllRunSetups),
+                         test::runSetupParamName);
 
 }  // namespace
 }  // namespace run_configs_test

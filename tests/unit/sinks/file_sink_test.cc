@@ -1177,10 +1177,11 @@ TEST(FileSinkErrorTest, InvalidBuilderOptionsThrowWhenSet) {
 
 // --- every run configuration ------------------------------------------------------------
 
-class FileSinkRunConfigTest : public ::testing::TestWithParam<test::RunConfig> {};
+class FileSinkRunConfigTest : public ::testing::TestWithParam<test::RunSetup> {};
 
 // Records spread over the subtasks by hash; after every step the runner's
-// configuration checkpoints (and restores, or rescales 1<->2). After the end
+// configuration checkpoints (and restores, or rescales 1<->2; or after every
+// third step only). After the end
 // of input and the final checkpoint, the finished files hold every record
 // exactly once and nothing is left hidden.
 TEST_P(FileSinkRunConfigTest, EveryRecordIsCommittedExactlyOnce) {
@@ -1209,8 +1210,8 @@ TEST_P(FileSinkRunConfigTest, EveryRecordIsCommittedExactlyOnce) {
   EXPECT_THAT(out.hidden, IsEmpty());
 }
 
-INSTANTIATE_TEST_SUITE_P(Configs, FileSinkRunConfigTest, ::testing::ValuesIn(test::kAllRunConfigs),
-                         test::runConfigParamName);
+INSTANTIATE_TEST_SUITE_P(Configs, FileSinkRunConfigTest, ::testing::ValuesIn(test::kAllRunSetups),
+                         test::runSetupParamName);
 
 }  // namespace
 }  // namespace file_sink_test

@@ -5,13 +5,15 @@
 // compares what the operator emitted after each step with the expected
 // output, which was worked out by hand from Flink's documented semantics.
 //
-// Each scenario runs seven ways and must give the same output every time:
+// Each scenario runs eleven ways and must give the same output every time:
 //   straight   one subtask, heap state backend;
 //   restore    snapshot after every step, restored into a fresh instance;
+//              and the same after every third step only;
 //   rescale    snapshot after every step, restored at parallelism 1 <-> 2,
 //              elements routed to the subtask that owns their key group;
+//              and the same after every third step only;
 //   rocksdb    one subtask, RocksDB state backend;
-// the first three once with `pipeline.window.slicing` on and once with it
+// the first five once with `pipeline.window.slicing` on and once with it
 // off. Aligned event-time windows (tumbling, sliding, cumulating) with an
 // incremental function, the default trigger and no evictor run on the
 // sliced window operator when it is on (and on the heap backend), and
@@ -419,22 +421,27 @@ void observe(const StreamRecord<MetaOut>& r, int step, std::vector<std::string>&
   out.push_back(render(step, false, key, value, window, r.timestamp));
 }
 
-// A run configuration, and whether the sliced window operator may run.
+// A run configuration, whether the sliced window operator may run, and for
+// restore and rescale how many steps pass between restores.
 struct Mode {
   test::RunConfig config = test::RunConfig::kStraight;
   bool slicing = true;
+  int restoreEvery = 1;
 };
 
 const Mode kModes[] = {
-    {test::RunConfig::kStraight, true}, {test::RunConfig::kRestore, true},
-    {test::RunConfig::kRescale, true},  {test::RunConfig::kStraight, false},
-    {test::RunConfig::kRestore, false}, {test::RunConfig::kRescale, false},
+    {test::RunConfig::kStraight, true},     {test::RunConfig::kRestore, true},
+    {test::RunConfig::kRestore, true, 3},   {test::RunConfig::kRescale, true},
+    {test::RunConfig::kRescale, true, 3},   {test::RunConfig::kStraight, false},
+    {test::RunConfig::kRestore, false},     {test::RunConfig::kRestore, false, 3},
+    {test::RunConfig::kRescale, false},     {test::RunConfig::kRescale, false, 3},
     {test::RunConfig::kRocksDb, false},
 };
 
 std::string modeName(Mode mode) {
-  return std::string(test::runConfigName(mode.config)) +
-         (mode.slicing ? ", slicing on" : ", slicing off");
+  std::string name = test::runConfigName(mode.config);
+  if (mode.restoreEvery != 1) name += " (every " + std::to_string(mode.restoreEvery) + " steps)";
+  return name + (mode.slicing ? ", slicing on" : ", slicing off");
 }
 
 // Which operator runs the scenario in `mode`, decided from the scenario's
@@ -489,7 +496,9 @@ template <class OUT>
 Result play(std::shared_ptr<const OperatorFactory> factory, const Scenario& s, Mode mode) {
   test::OperatorRunner<OUT> runner(
       std::move(factory), mode.config,
-      {.channelsPerInput = s.config.channels, .clock = s.config.clock});
+      {.channelsPerInput = s.config.channels,
+       .clock = s.config.clock,
+       .restoreEvery = mode.restoreEvery});
   CollectingOutput<Ev>& late = runner.sideOutput(kLateTag);
   runner.open();
   Result result;
