@@ -84,9 +84,9 @@ struct RunSetup {
 // Every configuration, restore and rescale also after every third step
 // only: restoring after every step cannot catch state an operator builds
 // over several steps and then loses in a snapshot.
-inline constexpr RunSetup kAllRunSetups[] = {
-    {RunConfig::kStraight, 1}, {RunConfig::kRestore, 1}, {RunConfig::kRestore, 3},
-    {RunConfig::kRescale, 1},  {RunConfig::kRescale, 3}, {RunConfig::kRocksDb, 1}};
+inline constexpr RunSetup kAllRunSetups[] = {{RunConfig::kStraight, 1}, {RunConfig::kRestore, 1},
+                                             {RunConfig::kRestore, 3},  {RunConfig::kRescale, 1},
+                                             {RunConfig::kRescale, 3},  {RunConfig::kRocksDb, 1}};
 
 // How gtest prints a RunSetup parameter.
 inline void PrintTo(const RunSetup& setup, std::ostream* os) {

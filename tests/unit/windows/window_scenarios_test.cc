@@ -430,11 +430,11 @@ struct Mode {
 };
 
 const Mode kModes[] = {
-    {test::RunConfig::kStraight, true},     {test::RunConfig::kRestore, true},
-    {test::RunConfig::kRestore, true, 3},   {test::RunConfig::kRescale, true},
-    {test::RunConfig::kRescale, true, 3},   {test::RunConfig::kStraight, false},
-    {test::RunConfig::kRestore, false},     {test::RunConfig::kRestore, false, 3},
-    {test::RunConfig::kRescale, false},     {test::RunConfig::kRescale, false, 3},
+    {test::RunConfig::kStraight, true},   {test::RunConfig::kRestore, true},
+    {test::RunConfig::kRestore, true, 3}, {test::RunConfig::kRescale, true},
+    {test::RunConfig::kRescale, true, 3}, {test::RunConfig::kStraight, false},
+    {test::RunConfig::kRestore, false},   {test::RunConfig::kRestore, false, 3},
+    {test::RunConfig::kRescale, false},   {test::RunConfig::kRescale, false, 3},
     {test::RunConfig::kRocksDb, false},
 };
 
@@ -494,11 +494,10 @@ const OutputTag<Ev> kLateTag("late-data");
 // (tests/harness/operator_runner.h), recording what it emitted per step.
 template <class OUT>
 Result play(std::shared_ptr<const OperatorFactory> factory, const Scenario& s, Mode mode) {
-  test::OperatorRunner<OUT> runner(
-      std::move(factory), mode.config,
-      {.channelsPerInput = s.config.channels,
-       .clock = s.config.clock,
-       .restoreEvery = mode.restoreEvery});
+  test::OperatorRunner<OUT> runner(std::move(factory), mode.config,
+                                   {.channelsPerInput = s.config.channels,
+                                    .clock = s.config.clock,
+                                    .restoreEvery = mode.restoreEvery});
   CollectingOutput<Ev>& late = runner.sideOutput(kLateTag);
   runner.open();
   Result result;
