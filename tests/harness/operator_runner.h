@@ -11,7 +11,9 @@
 //              (operator state repartitioned, keyed state and timers by key
 //              group), with keyed elements routed to the subtask that owns
 //              their key group;
-//   rocksdb    one subtask, the rocksdb backend.
+//   rocksdb    one subtask, the rocksdb backend;
+//   tiered     one subtask, the tiered backend with a 1-byte budget, so that
+//              every entry not in use goes to its RocksDB and back.
 //
 // Restore and rescale also run restoring after every third step only
 // (RunSetup, kAllRunSetups), so that state built over several steps between
@@ -44,10 +46,11 @@
 
 namespace sluice::test {
 
-enum class RunConfig { kStraight, kRestore, kRescale, kRocksDb };
+enum class RunConfig { kStraight, kRestore, kRescale, kRocksDb, kTiered };
 
 inline constexpr RunConfig kAllRunConfigs[] = {RunConfig::kStraight, RunConfig::kRestore,
-                                               RunConfig::kRescale, RunConfig::kRocksDb};
+                                               RunConfig::kRescale, RunConfig::kRocksDb,
+                                               RunConfig::kTiered};
 
 inline const char* runConfigName(RunConfig c) {
   switch (c) {
@@ -55,6 +58,7 @@ inline const char* runConfigName(RunConfig c) {
     case RunConfig::kRestore: return "restore after every step";
     case RunConfig::kRescale: return "rescale 1<->2 after every step";
     case RunConfig::kRocksDb: return "rocksdb";
+    case RunConfig::kTiered: return "tiered, 1-byte budget";
   }
   return "?";
 }
@@ -65,6 +69,7 @@ inline std::string runConfigParamName(RunConfig c) {
     case RunConfig::kRestore: return "restore";
     case RunConfig::kRescale: return "rescale";
     case RunConfig::kRocksDb: return "rocksdb";
+    case RunConfig::kTiered: return "tiered";
   }
   return "unknown";
 }
@@ -86,7 +91,8 @@ struct RunSetup {
 // over several steps and then loses in a snapshot.
 inline constexpr RunSetup kAllRunSetups[] = {{RunConfig::kStraight, 1}, {RunConfig::kRestore, 1},
                                              {RunConfig::kRestore, 3},  {RunConfig::kRescale, 1},
-                                             {RunConfig::kRescale, 3},  {RunConfig::kRocksDb, 1}};
+                                             {RunConfig::kRescale, 3},  {RunConfig::kRocksDb, 1},
+                                             {RunConfig::kTiered, 1}};
 
 // How gtest prints a RunSetup parameter.
 inline void PrintTo(const RunSetup& setup, std::ostream* os) {
@@ -232,6 +238,14 @@ class OperatorRunner {
  private:
   using Harness = testing::OperatorHarness<OUT>;
 
+  const char* backendName() const {
+    switch (config_) {
+      case RunConfig::kRocksDb: return "rocksdb";
+      case RunConfig::kTiered: return "tiered";
+      default: return "hashmap";
+    }
+  }
+
   static Options withRestoreEvery(Options options, RunSetup setup) {
     options.restoreEvery = setup.restoreEvery;
     return options;
@@ -242,9 +256,10 @@ class OperatorRunner {
     for (int i = 0; i < parallelism; ++i) {
       auto h = std::make_unique<Harness>(make_(), i, parallelism, options_.maxParallelism);
       h->context().manualClock().setCurrentTime(clock_);
-      h->context().config().set(
-          options::kStateBackendType,
-          std::string(config_ == RunConfig::kRocksDb ? "rocksdb" : "hashmap"));
+      h->context().config().set(options::kStateBackendType, std::string(backendName()));
+      if (config_ == RunConfig::kTiered) {
+        h->context().config().set(options::kStateBackendTieredMemory, MemorySize::ofBytes(1));
+      }
       for (auto& [tag, out] : sideOutputs_) {
         h->context().addSideOutput(tag, out.get());
       }

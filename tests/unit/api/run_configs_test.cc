@@ -1,7 +1,7 @@
 // The stateful operators besides windows, each under every run
 // configuration of tests/harness/operator_runner.h (straight, snapshot and
 // restore after every step and after every third, rescale 1<->2 likewise,
-// rocksdb): a
+// rocksdb, tiered with a tiny budget): a
 // keyed process function with event-time timers, a keyed co-process
 // function, an interval join, a keyed broadcast process function and state
 // with a time-to-live. The expected output of each step is worked out by

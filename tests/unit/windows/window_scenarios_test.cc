@@ -5,7 +5,7 @@
 // compares what the operator emitted after each step with the expected
 // output, which was worked out by hand from Flink's documented semantics.
 //
-// Each scenario runs eleven ways and must give the same output every time:
+// Each scenario runs twelve ways and must give the same output every time:
 //   straight   one subtask, heap state backend;
 //   restore    snapshot after every step, restored into a fresh instance;
 //              and the same after every third step only;
@@ -13,6 +13,8 @@
 //              elements routed to the subtask that owns their key group;
 //              and the same after every third step only;
 //   rocksdb    one subtask, RocksDB state backend;
+//   tiered     one subtask, tiered state backend with a 1-byte budget
+//              (every entry not in use goes to its RocksDB);
 // the first five once with `pipeline.window.slicing` on and once with it
 // off. Aligned event-time windows (tumbling, sliding, cumulating) with an
 // incremental function, the default trigger and no evictor run on the
@@ -435,7 +437,7 @@ const Mode kModes[] = {
     {test::RunConfig::kRescale, true, 3}, {test::RunConfig::kStraight, false},
     {test::RunConfig::kRestore, false},   {test::RunConfig::kRestore, false, 3},
     {test::RunConfig::kRescale, false},   {test::RunConfig::kRescale, false, 3},
-    {test::RunConfig::kRocksDb, false},
+    {test::RunConfig::kRocksDb, false},   {test::RunConfig::kTiered, false},
 };
 
 std::string modeName(Mode mode) {
@@ -474,8 +476,9 @@ Expected expectOperator(const Config& c, Mode mode) {
     return std::find(v.begin(), v.end(), x) != v.end();
   };
   const bool processing = in(kProcessing, c.assigner[0]);
-  const bool fast = mode.slicing && mode.config != test::RunConfig::kRocksDb &&
-                    in(kIncremental, c.function) && c.evictor.empty() &&
+  const bool heap =
+      mode.config != test::RunConfig::kRocksDb && mode.config != test::RunConfig::kTiered;
+  const bool fast = mode.slicing && heap && in(kIncremental, c.function) && c.evictor.empty() &&
                     (c.trigger.empty() || c.trigger[0] == (processing ? "processing" : "event"));
   if (!fast) return Expected::kGeneral;
   if (in(kAligned, c.assigner[0]) || processing) return Expected::kSliced;
@@ -688,6 +691,7 @@ Result runScenario(const Scenario& s, Mode mode) {
   config.set(options::kPipelineWindowSlicing, mode.slicing);
   StreamExecutionEnvironment env(config);
   if (mode.config == test::RunConfig::kRocksDb) env.setStateBackend("rocksdb");
+  if (mode.config == test::RunConfig::kTiered) env.setStateBackend("tiered");
   auto source = env.fromElements(Ev{"unused", 0});
   if (s.config.all) return applyAssigner(env, source, s, mode);
   return applyAssigner(env, source.keyBy([](const Ev& e) { return e.first; }), s, mode);
