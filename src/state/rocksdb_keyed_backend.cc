@@ -239,7 +239,7 @@ std::shared_ptr<Database> openDatabase(const std::string& path, bool existing,
                                        const Clock* clock, const std::string& description,
                                        const rocksdbutil::ColumnFamilyTuning& tuning,
                                        ColumnFamilyMap& cfsOut) {
-  const rocksdb::DBOptions dbOptions = rocksdbutil::makeDbOptions(*resources, true);
+  const rocksdb::DBOptions dbOptions = rocksdbutil::makeDbOptions(*resources, description);
   std::vector<std::string> names;
   if (existing) {
     check(rocksdb::DB::ListColumnFamilies(dbOptions, path, &names), "ListColumnFamilies",
@@ -1011,7 +1011,7 @@ void RocksDbKeyedStateBackend::restoreIncremental(
     const KeyGroupRange part = intersect(m.keyGroupRange, ours);
     if (part.numberOfKeyGroups() == 0) continue;
     const std::string source = "incremental snapshot '" + m.directory + "'";
-    const rocksdb::DBOptions dbOptions = rocksdbutil::makeDbOptions(*impl_->resources, false);
+    const rocksdb::DBOptions dbOptions = rocksdbutil::makeDbOptions(*impl_->resources, source);
     std::vector<std::string> names;
     check(rocksdb::DB::ListColumnFamilies(dbOptions, m.directory, &names), "ListColumnFamilies",
           source);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdarg>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <exception>
@@ -18,6 +19,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <utility>
 
@@ -222,19 +224,43 @@ class TtlCompactionFilterFactory final : public rocksdb::CompactionFilterFactory
   std::shared_ptr<TtlFilterConfig> config_;
 };
 
-// Discards RocksDB's info log (read-only opens must not write into the
-// directories they read).
-class DiscardLogger final : public rocksdb::Logger {
+// RocksDB's info log, forwarded to Sluice's log at WARN and above with the
+// database's description, instead of a LOG file in the directory. A file
+// would be written to the disk the state is on: when that disk is full,
+// Debian's librocksdb (built with assertions) aborts the process on the
+// info log's next write after a failed one, where the failed state write
+// itself fails the task with its OS error. Read-only opens of snapshot
+// directories must not write into them either.
+class ForwardingLogger final : public rocksdb::Logger {
  public:
-  DiscardLogger() : rocksdb::Logger(rocksdb::InfoLogLevel::HEADER_LEVEL) {}
-  void Logv(const char* /*format*/, va_list /*ap*/) override {}
-  void Logv(const rocksdb::InfoLogLevel /*level*/, const char* /*format*/,
-            va_list /*ap*/) override {}
+  explicit ForwardingLogger(std::string description)
+      : rocksdb::Logger(rocksdb::InfoLogLevel::WARN_LEVEL), description_(std::move(description)) {}
+
+  void Logv(const char* format, va_list ap) override {
+    Logv(rocksdb::InfoLogLevel::INFO_LEVEL, format, ap);
+  }
+  void Logv(const rocksdb::InfoLogLevel level, const char* format, va_list ap) override {
+    // HEADER_LEVEL is the options dump at open, not a warning.
+    if (level < rocksdb::InfoLogLevel::WARN_LEVEL || level > rocksdb::InfoLogLevel::FATAL_LEVEL) {
+      return;
+    }
+    char text[1024];
+    const int n = std::vsnprintf(text, sizeof text, format, ap);
+    if (n < 0) return;
+    std::string_view message(text, std::min(static_cast<size_t>(n), sizeof text - 1));
+    while (!message.empty() && message.back() == '\n') message.remove_suffix(1);
+    log::logAt(level == rocksdb::InfoLogLevel::WARN_LEVEL ? log::Level::kWarn : log::Level::kError,
+               "RocksDB of {}: {}", description_, message);
+  }
+
+ private:
+  std::string description_;
 };
 
 }  // namespace
 
-rocksdb::DBOptions makeDbOptions(const RocksDbSharedResources& resources, bool infoLogToDir) {
+rocksdb::DBOptions makeDbOptions(const RocksDbSharedResources& resources,
+                                 const std::string& description) {
   rocksdb::DBOptions options;
   options.create_if_missing = true;
   options.create_missing_column_families = true;
@@ -250,9 +276,7 @@ rocksdb::DBOptions makeDbOptions(const RocksDbSharedResources& resources, bool i
   options.stats_dump_period_sec = 0;
   options.stats_persist_period_sec = 0;
   options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
-  options.keep_log_file_num = 2;
-  options.max_log_file_size = 1 << 20;
-  if (!infoLogToDir) options.info_log = std::make_shared<DiscardLogger>();
+  options.info_log = std::make_shared<ForwardingLogger>(description);
   return options;
 }
 

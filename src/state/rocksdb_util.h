@@ -97,9 +97,11 @@ class TtlFilterConfig {
   const Clock* clock_;
 };
 
-// The options of every database the backend opens. `infoLogToDir` false
-// discards RocksDB's LOG (for read-only opens of snapshot directories).
-rocksdb::DBOptions makeDbOptions(const RocksDbSharedResources& resources, bool infoLogToDir);
+// The options of every database the backend opens. RocksDB's info log goes
+// to Sluice's log at WARN and above, prefixed with `description` (what the
+// database holds), not to a file in the database's directory.
+rocksdb::DBOptions makeDbOptions(const RocksDbSharedResources& resources,
+                                 const std::string& description);
 
 // Column family options that differ from the rocksdb backend's defaults
 // (RocksDbKeyedStateBackend::Tuning says why the tiered backend sets them).

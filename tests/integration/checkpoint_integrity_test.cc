@@ -6,9 +6,6 @@
 // submission, and a restart loop is pointed out once.
 #include "checkpoint/checkpoint_integrity.h"
 
-#include <signal.h>
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <atomic>
 #include <new>
@@ -20,6 +17,7 @@
 #include "checkpoint/checkpoint_metadata.h"
 #include "core/checksum.h"
 #include "harness/checkpoint_jobs.h"
+#include "harness/file_size_limit.h"
 
 // The largest single allocation while `armed` is set on this thread: the
 // fuzz test below bounds what a damaged checkpoint can make the loader
@@ -522,24 +520,16 @@ TEST(CheckpointIntegrityTest, AFullDiskNamesTheFileAndTheOsError) {
   JobClient client = env.executeAsync("full disk");
   gate->open(keys);
   ASSERT_TRUE(waitUntil([&] { return gate->emitted() >= keys; }));
-  // Files may grow to 16 KiB: the keyed snapshot of 20000 keys cannot.
-  struct sigaction ignore {
-  }, previous{};
-  ignore.sa_handler = SIG_IGN;
-  ::sigaction(SIGXFSZ, &ignore, &previous);
-  rlimit old{};
-  ::getrlimit(RLIMIT_FSIZE, &old);
-  rlimit small = old;
-  small.rlim_cur = 16 * 1024;
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
   std::string error;
-  try {
-    client.triggerCheckpoint();
-  } catch (const std::exception& e) {
-    error = e.what();
+  {
+    // Files may grow to 16 KiB: the keyed snapshot of 20000 keys cannot.
+    test::FileSizeLimit full(16 * 1024);
+    try {
+      client.triggerCheckpoint();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
   }
-  ::setrlimit(RLIMIT_FSIZE, &old);
-  ::sigaction(SIGXFSZ, &previous, nullptr);
   EXPECT_THAT(error, AllOf(HasSubstr("could not write its state"), HasSubstr(".keyed"),
                            HasSubstr(dir.str()), HasSubstr("File too large")));
   // Space again: the next checkpoint completes.

@@ -44,6 +44,7 @@
 #include <sluice/state/snapshot.h>
 #include <sluice/state/state_type.h>
 
+#include "harness/file_size_limit.h"
 #include "harness/temp_dir.h"
 #include "state/heap_state.h"
 #include "state/rocksdb_keyed_backend.h"
@@ -1334,6 +1335,40 @@ TEST(RocksDbBackend, RocksDbFailuresNameTheOperation) {
   EXPECT_THAT([&] { backend->compactAll(); },
               ::testing::ThrowsMessage<SluiceException>(
                   ::testing::AllOf(HasSubstr("RocksDB Flush failed"), HasSubstr("Keyed Sum/1"))));
+}
+
+// A full disk (a file-size limit): the flush fails naming the operation,
+// the operator, the file and the OS error, later writes fail the same way
+// rather than being lost, and the process does not abort (RocksDB's own
+// info log, a file in the same directory, used to assert on its next write
+// in Debian's librocksdb).
+TEST(RocksDbBackend, AFullDiskNamesTheFileAndTheOsError) {
+  TempDir dir;
+  auto backend = newBackend(dir);
+  auto& state =
+      getOrCreateValueState<VoidNamespace>(*backend, ValueStateDescriptor<std::string>("v"));
+  for (int64_t key = 0; key < 2000; ++key) {
+    setKey(*backend, key);
+    state.update(std::string(100, static_cast<char>('a' + key % 26)));
+  }
+  // No info log file on the disk the state is on.
+  EXPECT_FALSE(fs::exists(fs::path(backend->workingDirectory()) / "db-0" / "LOG"));
+  EXPECT_TRUE(fs::exists(fs::path(backend->workingDirectory()) / "db-0" / "CURRENT"));
+  const auto isTheFullDisk = ::testing::AllOf(HasSubstr("Keyed Sum/1"), HasSubstr(dir.str()),
+                                              HasSubstr(".sst"), HasSubstr("File too large"));
+  {
+    test::FileSizeLimit full(4 * 1024);
+    EXPECT_THAT([&] { backend->compactAll(); },
+                ::testing::ThrowsMessage<SluiceException>(
+                    ::testing::AllOf(HasSubstr("RocksDB Flush failed"), isTheFullDisk)));
+  }
+  EXPECT_THAT(
+      [&] {
+        setKey(*backend, int64_t{1});
+        state.update("after");
+      },
+      ::testing::ThrowsMessage<SluiceException>(
+          ::testing::AllOf(HasSubstr("RocksDB Put failed"), isTheFullDisk)));
 }
 
 // Collected writes go to RocksDB together, sorted by key, and the writes of

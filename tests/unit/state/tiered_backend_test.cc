@@ -16,12 +16,14 @@
 #include <utility>
 #include <vector>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <sluice/internal/keyed_state.h>
 #include <sluice/state/keyed_state_backend.h>
 #include <sluice/state/snapshot.h>
 
+#include "harness/file_size_limit.h"
 #include "harness/temp_dir.h"
 #include "state/tiered_keyed_backend.h"
 #include "unit/state/state_test_util.h"
@@ -31,6 +33,7 @@ namespace tiered_backend_test {
 namespace {
 
 using test::TempDir;
+using ::testing::HasSubstr;
 
 class TieredBackendTest : public ::testing::Test {
  protected:
@@ -471,6 +474,42 @@ TEST_F(TieredBackendTest, NativeSnapshotsMoveBetweenTieredAndRocksDb) {
   // And the restored tiered backend goes on from there.
   fill(*intoTiered, 1);
   check(*intoTiered, 2);
+}
+
+// A full disk (a file-size limit) under the write-back: the checkpoint's
+// flush fails naming the operation, the operator, the file and the OS error,
+// and so does every later write (RocksDB keeps the error), so nothing is
+// dropped silently; the process does not abort (RocksDB's own info log, a
+// file in the same directory, used to assert on its next write).
+TEST_F(TieredBackendTest, AFullDiskNamesTheOperationTheFileAndTheOsError) {
+  auto backend = make(StateBackendType::kTiered, 64 << 10);
+  auto& value =
+      getOrCreateValueState<VoidNamespace>(*backend, ValueStateDescriptor<std::string>("v"));
+  auto fill = [&](int64_t version) {
+    for (int64_t key = 0; key < 5000; ++key) {
+      setKey(*backend, key);
+      value.update(text(key, version, 200));
+    }
+  };
+  fill(0);
+  EXPECT_GT(tiered(*backend).cacheStats().writeBacks, 0);
+  const auto isTheFullDisk =
+      ::testing::AllOf(HasSubstr("operator 'test-operator' (subtask 0)"), HasSubstr(dir_.str()),
+                       HasSubstr(".sst"), HasSubstr("File too large"));
+  {
+    test::FileSizeLimit full(4 * 1024);
+    EXPECT_THAT([&] { (void)backend->nativeSnapshot(1); },
+                ::testing::ThrowsMessage<SluiceException>(
+                    ::testing::AllOf(HasSubstr("RocksDB CreateCheckpoint failed"), isTheFullDisk)));
+  }
+  // Space again, but RocksDB stopped writing at its error: the task fails
+  // and restarts from its last checkpoint, as in Flink.
+  EXPECT_THAT(
+      [&] {
+        fill(1);
+        (void)backend->nativeSnapshot(2);
+      },
+      ::testing::ThrowsMessage<SluiceException>(isTheFullDisk));
 }
 
 TEST_F(TieredBackendTest, ABudgetOfZeroIsRefused) {
