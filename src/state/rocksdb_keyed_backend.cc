@@ -266,6 +266,16 @@ std::shared_ptr<Database> openDatabase(const std::string& path, bool existing,
   database->resources = resources;
   database->workDir = workDir;
   database->dir = std::make_unique<OwnedDirectory>(path);
+  if (!existing) {
+    // RocksDB lists a new database's directory before creating it, and logs
+    // not finding it as an error.
+    std::error_code ec;
+    fs::create_directories(path, ec);
+    if (ec) {
+      throw SluiceException("cannot create RocksDB directory '" + path + "' of " + description +
+                            ": " + ec.message());
+    }
+  }
   rocksdb::DB* raw = nullptr;
   const rocksdb::Status s =
       rocksdb::DB::Open(dbOptions, path, descriptors, &database->handles, &raw);
@@ -1011,7 +1021,8 @@ void RocksDbKeyedStateBackend::restoreIncremental(
     const KeyGroupRange part = intersect(m.keyGroupRange, ours);
     if (part.numberOfKeyGroups() == 0) continue;
     const std::string source = "incremental snapshot '" + m.directory + "'";
-    const rocksdb::DBOptions dbOptions = rocksdbutil::makeDbOptions(*impl_->resources, source);
+    const rocksdb::DBOptions dbOptions =
+        rocksdbutil::makeDbOptions(*impl_->resources, source + " for " + impl_->description);
     std::vector<std::string> names;
     check(rocksdb::DB::ListColumnFamilies(dbOptions, m.directory, &names), "ListColumnFamilies",
           source);

@@ -5,7 +5,9 @@
 // destructor restores the limit and the signal's disposition.
 //
 // The limit is per process: every thread's writes meet it, so a test keeps
-// the window short and asserts on the error it produced.
+// the window short and asserts on the error it produced. A regular file the
+// process writes meanwhile (stdout or stderr redirected to a file, say)
+// loses what would pass the limit, silently.
 #pragma once
 
 #include <signal.h>

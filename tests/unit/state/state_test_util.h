@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,17 @@ void setKey(KeyedStateBackend& backend, const K& key) {
   const std::vector<uint8_t> bytes = testKeyBytes(key);
   backend.setCurrentKey(bytes.data(), bytes.size(),
                         assignToKeyGroup(key, backend.params().maxParallelism));
+}
+
+// RocksDB info log files (LOG, LOG.old.*) anywhere below `dir`: there
+// should be none (RocksDB's log goes to Sluice's log, docs/state.md).
+inline std::vector<std::string> rocksDbLogFilesBelow(const std::filesystem::path& dir) {
+  std::vector<std::string> found;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name == "LOG" || name.rfind("LOG.", 0) == 0) found.push_back(e.path().string());
+  }
+  return found;
 }
 
 // The key a forEachKey callback received, decoded.

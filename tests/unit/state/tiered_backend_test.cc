@@ -476,11 +476,13 @@ TEST_F(TieredBackendTest, NativeSnapshotsMoveBetweenTieredAndRocksDb) {
   check(*intoTiered, 2);
 }
 
-// A full disk (a file-size limit) under the write-back: the checkpoint's
-// flush fails naming the operation, the operator, the file and the OS error,
-// and so does every later write (RocksDB keeps the error), so nothing is
-// dropped silently; the process does not abort (RocksDB's own info log, a
-// file in the same directory, used to assert on its next write).
+// A write error under the write-back (a file-size limit of one byte: EFBIG,
+// which RocksDB treats as fatal; for ENOSPC it refuses writes until there is
+// space again): the checkpoint's flush fails naming the operation, the
+// operator, the file and the OS error, and so does every later write, so
+// nothing is dropped silently. The process does not abort: RocksDB's own
+// info log was a file in the same directory, and Debian's librocksdb
+// asserted on its next line after a failed write.
 TEST_F(TieredBackendTest, AFullDiskNamesTheOperationTheFileAndTheOsError) {
   auto backend = make(StateBackendType::kTiered, 64 << 10);
   auto& value =
@@ -493,17 +495,18 @@ TEST_F(TieredBackendTest, AFullDiskNamesTheOperationTheFileAndTheOsError) {
   };
   fill(0);
   EXPECT_GT(tiered(*backend).cacheStats().writeBacks, 0);
+  EXPECT_EQ(rocksDbLogFilesBelow(dir_.path()), std::vector<std::string>{});
   const auto isTheFullDisk =
       ::testing::AllOf(HasSubstr("operator 'test-operator' (subtask 0)"), HasSubstr(dir_.str()),
                        HasSubstr(".sst"), HasSubstr("File too large"));
   {
-    test::FileSizeLimit full(4 * 1024);
+    test::FileSizeLimit full(1);
     EXPECT_THAT([&] { (void)backend->nativeSnapshot(1); },
                 ::testing::ThrowsMessage<SluiceException>(
                     ::testing::AllOf(HasSubstr("RocksDB CreateCheckpoint failed"), isTheFullDisk)));
   }
-  // Space again, but RocksDB stopped writing at its error: the task fails
-  // and restarts from its last checkpoint, as in Flink.
+  // The limit is gone, but RocksDB stopped writing at its error: the task
+  // fails and restarts from its last checkpoint, as in Flink.
   EXPECT_THAT(
       [&] {
         fill(1);
