@@ -325,6 +325,7 @@ class TableWindowOperator : public OneInputOperator<IN, OUT> {
         functionState_.snapshotCheckpointed(windowFunction_->checkpointed(), checkpointId);
     return s;
   }
+  // Removes what the last snapshot wrote from the backend.
   void removeWritten() {
     for (const K& key : written_) {
       keyed_.setCurrentKey(key);
@@ -1027,7 +1028,6 @@ class SlicingWindowOperator final
       for (WindowId w : it->second) s.refire.push_back(slicing_.window(w));
     }
   }
-  // Removes what the last snapshot wrote from the backend.
   // The slicing in operator state: a restore must cut windows the same way.
   void checkLayout() {
     ListState<std::string>& layout = functionState_.backend().getUnionListState(
