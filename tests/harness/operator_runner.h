@@ -13,7 +13,8 @@
 //              their key group;
 //   rocksdb    one subtask, the rocksdb backend;
 //   tiered     one subtask, the tiered backend with a 1-byte budget, so that
-//              every entry not in use goes to its RocksDB and back.
+//              every entry not in use goes to its RocksDB and back, and a
+//              snapshot and restore after every step as in `restore`.
 //
 // Restore and rescale also run restoring after every third step only
 // (RunSetup, kAllRunSetups), so that state built over several steps between
@@ -58,7 +59,7 @@ inline const char* runConfigName(RunConfig c) {
     case RunConfig::kRestore: return "restore after every step";
     case RunConfig::kRescale: return "rescale 1<->2 after every step";
     case RunConfig::kRocksDb: return "rocksdb";
-    case RunConfig::kTiered: return "tiered, 1-byte budget";
+    case RunConfig::kTiered: return "tiered, 1-byte budget, restore after every step";
   }
   return "?";
 }
@@ -209,7 +210,9 @@ class OperatorRunner {
     std::vector<StreamRecord<OUT>> out = takeOutput();
     ++step_;
     if (step_ % options_.restoreEvery != 0) return out;
-    if (config_ == RunConfig::kRestore) restart(static_cast<int>(subtasks_.size()));
+    if (config_ == RunConfig::kRestore || config_ == RunConfig::kTiered) {
+      restart(static_cast<int>(subtasks_.size()));
+    }
     if (config_ == RunConfig::kRescale) restart(subtasks_.size() == 1 ? 2 : 1);
     return out;
   }

@@ -14,7 +14,8 @@
 //              and the same after every third step only;
 //   rocksdb    one subtask, RocksDB state backend;
 //   tiered     one subtask, tiered state backend with a 1-byte budget
-//              (every entry not in use goes to its RocksDB);
+//              (every entry not in use goes to its RocksDB), snapshot and
+//              restore after every step;
 // the first five once with `pipeline.window.slicing` on and once with it
 // off. Aligned event-time windows (tumbling, sliding, cumulating) with an
 // incremental function, the default trigger and no evictor run on the
