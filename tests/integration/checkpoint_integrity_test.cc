@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <new>
 #include <random>
 #include <set>
@@ -536,6 +537,69 @@ TEST(CheckpointIntegrityTest, AFullDiskNamesTheFileAndTheOsError) {
   EXPECT_GT(client.triggerCheckpoint(), 0);
   client.cancel();
   EXPECT_THROW(client.getJobExecutionResult(), JobExecutionException);
+}
+
+// A full disk under the rocksdb backend with incremental checkpoints: the
+// checkpoint fails naming the SST file and the OS error (RocksDB's flush
+// cannot write), the task then fails at its next state write, since RocksDB
+// stopped writing, restarts from the last completed checkpoint and ends
+// with every key's sum right. Before RocksDB's log went to Sluice's, its
+// LOG file on the same disk made the process abort.
+TEST(CheckpointIntegrityTest, AFullDiskUnderRocksDbFailsTheTaskNotTheProcess) {
+  TempDir dir("full-rocksdb");
+  Configuration config;
+  config.set(options::kStateBackendIncremental, true);
+  StreamExecutionEnvironment env(config);
+  env.setParallelism(1).setStateBackend("rocksdb");
+  env.setRestartStrategy(RestartStrategies::fixedDelayRestart(3, milliseconds(0)));
+  env.enableCheckpointing(std::chrono::hours(1));
+  env.getCheckpointConfig().setCheckpointStorage(dir.str()).setTolerableCheckpointFailureNumber(5);
+  auto gate = std::make_shared<SourceGate>();
+  const int64_t keys = 20000;
+  auto out = std::make_shared<internal::CollectBuffer<std::pair<int64_t, int64_t>>>();
+  env.fromSource(GatedGeneratorSource(
+                     gate,
+                     [](int64_t i) {
+                       return std::pair<int64_t, int64_t>{i % keys, i};
+                     },
+                     2 * keys),
+                 "Keys")
+      .uid("keys")
+      .keyBy([](const std::pair<int64_t, int64_t>& v) { return v.first; })
+      .reduce([](std::pair<int64_t, int64_t> a, const std::pair<int64_t, int64_t>& b) {
+        a.second += b.second;
+        return a;
+      })
+      .uid("sum")
+      .sinkTo(CollectSink<std::pair<int64_t, int64_t>>(out))
+      .uid("collect");
+  JobClient client = env.executeAsync("full disk under rocksdb");
+  gate->open(keys);
+  ASSERT_TRUE(waitUntil([&] { return gate->emitted() >= keys; }));
+  EXPECT_GT(client.triggerCheckpoint(), 0);
+  // Changes since that checkpoint, for the next one to flush.
+  gate->open(keys + keys / 2);
+  ASSERT_TRUE(waitUntil([&] { return gate->emitted() >= keys + keys / 2; }));
+  std::string error;
+  {
+    // The flush of 10000 keys' changes cannot fit in 16 KiB.
+    test::FileSizeLimit full(16 * 1024);
+    try {
+      client.triggerCheckpoint();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  EXPECT_THAT(error, AllOf(HasSubstr("Checkpoint 2 failed"), HasSubstr("operator 'Keyed Reduce'"),
+                           HasSubstr(".sst"), HasSubstr("File too large")));
+  gate->openFully();
+  client.getJobExecutionResult();
+  EXPECT_EQ(client.getCheckpointStats().restarts, 1);
+  // The last sum of key k: k + (k + keys), whatever the restart replayed.
+  std::map<int64_t, int64_t> last;
+  for (const auto& [key, sum] : out->take()) last[key] = std::max(last[key], sum);
+  ASSERT_EQ(last.size(), static_cast<size_t>(keys));
+  for (const auto& [key, sum] : last) ASSERT_EQ(sum, 2 * key + keys) << "key " << key;
 }
 
 TEST(CheckpointIntegrityTest, AnUnusableCheckpointDirectoryFailsTheSubmissionAtAnyTolerance) {
