@@ -501,6 +501,18 @@ TEST(CheckpointIntegrityTest, ACheckpointThatCannotBeReadNowIsRetriedNotSkipped)
 // ---------------------------------------------------------------------------
 // Unavailable storage
 
+// The error of a checkpoint triggered while no file of the process may grow
+// past `bytes` (a full disk); empty when it completed.
+std::string checkpointErrorWithFilesUpTo(JobClient& client, uint64_t bytes) {
+  test::FileSizeLimit full(bytes);
+  try {
+    client.triggerCheckpoint();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
 TEST(CheckpointIntegrityTest, AFullDiskNamesTheFileAndTheOsError) {
   TempDir dir("full");
   StreamExecutionEnvironment env;
@@ -521,16 +533,8 @@ TEST(CheckpointIntegrityTest, AFullDiskNamesTheFileAndTheOsError) {
   JobClient client = env.executeAsync("full disk");
   gate->open(keys);
   ASSERT_TRUE(waitUntil([&] { return gate->emitted() >= keys; }));
-  std::string error;
-  {
-    // Files may grow to 16 KiB: the keyed snapshot of 20000 keys cannot.
-    test::FileSizeLimit full(16 * 1024);
-    try {
-      client.triggerCheckpoint();
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-  }
+  // Files may grow to 16 KiB: the keyed snapshot of 20000 keys cannot.
+  const std::string error = checkpointErrorWithFilesUpTo(client, 16 * 1024);
   EXPECT_THAT(error, AllOf(HasSubstr("could not write its state"), HasSubstr(".keyed"),
                            HasSubstr(dir.str()), HasSubstr("File too large")));
   // Space again: the next checkpoint completes.
@@ -580,16 +584,8 @@ TEST(CheckpointIntegrityTest, AFullDiskUnderRocksDbFailsTheTaskNotTheProcess) {
   // Changes since that checkpoint, for the next one to flush.
   gate->open(keys + keys / 2);
   ASSERT_TRUE(waitUntil([&] { return gate->emitted() >= keys + keys / 2; }));
-  std::string error;
-  {
-    // The flush of 10000 keys' changes cannot fit in 16 KiB.
-    test::FileSizeLimit full(16 * 1024);
-    try {
-      client.triggerCheckpoint();
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-  }
+  // The flush of 10000 keys' changes cannot fit in 16 KiB.
+  const std::string error = checkpointErrorWithFilesUpTo(client, 16 * 1024);
   EXPECT_THAT(error, AllOf(HasSubstr("Checkpoint 2 failed"), HasSubstr("operator 'Keyed Reduce'"),
                            HasSubstr(".sst"), HasSubstr("File too large")));
   gate->openFully();
