@@ -184,6 +184,8 @@ void ObjectTable::eraseAll(const std::vector<size_t>& indices) {
   }
   size_ -= indices.size();
   std::vector<size_t> holes(indices);  // where holes may remain at the end
+  // The holes behind the walk, as offsets from its start, ascending.
+  std::vector<size_t> open;
   bool walked = false;
   size_t walkStart = 0;
   size_t walkEnd = 0;  // the empty slot that ended the last walk
@@ -194,19 +196,34 @@ void ObjectTable::eraseAll(const std::vector<size_t>& indices) {
       if (wrapped || start < walkEnd) continue;
     }
     // Every entry after the hole, up to the empty slot that ends its run,
-    // moves to the first hole on its probe path, if there is one. The path
-    // [home, j) holds no empty slot (the run was intact before), so the
-    // scan for a hole stops at j at the latest.
+    // moves to the first hole on its probe path [home, j), if there is one.
+    // The holes the walk passed are in `open`; a hole before `start` on the
+    // path (a run through the table's end, walked from its later part
+    // first) is left to the walk from that hole, which comes later. Holes
+    // are looked up, not scanned for: at a high load a path is dozens of
+    // slots long, and scanning it for every entry was most of an eviction.
+    open.assign(1, 0);
     size_t j = (start + 1) & mask_;
     for (; ctrl_[j] != 0; j = (j + 1) & mask_) {
-      if (ctrl_[j] == kHole) continue;
+      const size_t at = (j - start) & mask_;
+      if (ctrl_[j] == kHole) {
+        open.push_back(at);
+        continue;
+      }
+      if (open.empty()) continue;
       char* from = slots_ + j * stride_;
-      size_t p = mix(BytesHash{}(keyOf(from))) >> shift_;
-      while (p != j && ctrl_[p] != kHole) p = (p + 1) & mask_;
-      if (p == j) continue;
-      moveEntry(j, p);
+      const size_t home = mix(BytesHash{}(keyOf(from))) >> shift_;
+      const size_t displacement = (j - home) & mask_;
+      // A path that begins at or before `start` passes every open hole.
+      const auto hole = displacement >= at
+                            ? open.begin()
+                            : std::lower_bound(open.begin(), open.end(), at - displacement);
+      if (hole == open.end()) continue;
+      moveEntry(j, (start + *hole) & mask_);
       ctrl_[j] = kHole;
       holes.push_back(j);
+      open.erase(hole);
+      open.push_back(at);
     }
     walked = true;
     walkStart = start;

@@ -463,16 +463,19 @@ TEST(HeapBackendTest, KeyBytesStoresShortKeysInlineAndLongOnesOnTheHeap) {
 }
 
 // eraseAll() against a model: stretches of neighbours, scattered entries and
-// runs that wrap around the end of a nearly full table; every other key must
-// still be found with its value, and no removed one.
+// runs that wrap around the end of a nearly full table (64 slots, and 1024,
+// where runs at the load limit are dozens of slots long); every other key
+// must still be found with its value, and no removed one.
 TEST(HeapBackendTest, ObjectTableEraseAllKeepsEveryOtherEntryReachable) {
   std::mt19937_64 rng(7);
-  for (int round = 0; round < 300; ++round) {
-    heap::ObjectTable table(internal::stateTypeOf<std::string>(), 64);
+  for (int round = 0; round < 400; ++round) {
+    const size_t capacity = round % 4 < 2 ? 64 : 1024;
+    heap::ObjectTable table(internal::stateTypeOf<std::string>(), capacity);
     std::map<std::string, std::string> model;
-    const size_t fill = 30 + rng() % 26;  // up to 55 of 64: below the 7/8 load limit
+    // From under half full up to the 7/8 load limit.
+    const size_t fill = capacity / 2 - 2 + rng() % (capacity * 3 / 8);
     while (model.size() < fill) {
-      const std::string key = "k" + std::to_string(rng() % 100000);
+      const std::string key = "k" + std::to_string(rng() % 1000000);
       if (model.count(key) != 0) continue;
       auto [slot, inserted] = table.tryEmplace(key);
       ASSERT_TRUE(inserted);
@@ -480,16 +483,16 @@ TEST(HeapBackendTest, ObjectTableEraseAllKeepsEveryOtherEntryReachable) {
       *static_cast<std::string*>(table.objectOf(slot)) = value;
       model[key] = value;
     }
-    ASSERT_EQ(table.capacity(), 64u);
+    ASSERT_EQ(table.capacity(), capacity);
     // Which occupied slots go: a stretch from a random start (through the
     // table's end when it starts late), or every slot with probability 1/3.
     std::vector<size_t> victims;
     const bool stretch = round % 2 == 0;
-    const size_t start = rng() % 64;
-    const size_t length = 1 + rng() % 20;
-    for (size_t i = 0; i < 64; ++i) {
+    const size_t start = rng() % capacity;
+    const size_t length = 1 + rng() % (capacity / 3);
+    for (size_t i = 0; i < capacity; ++i) {
       if (table.slotAt(i) == nullptr) continue;
-      const bool chosen = stretch ? ((i - start) & 63) < length : rng() % 3 == 0;
+      const bool chosen = stretch ? ((i - start) & (capacity - 1)) < length : rng() % 3 == 0;
       if (chosen) victims.push_back(i);
     }
     for (size_t i : victims)
@@ -507,7 +510,7 @@ TEST(HeapBackendTest, ObjectTableEraseAllKeepsEveryOtherEntryReachable) {
     }
     for (const std::string& key : removed) EXPECT_EQ(table.find(key), nullptr) << key;
     size_t occupied = 0;
-    for (size_t i = 0; i < 64; ++i) occupied += table.slotAt(i) != nullptr ? 1 : 0;
+    for (size_t i = 0; i < capacity; ++i) occupied += table.slotAt(i) != nullptr ? 1 : 0;
     EXPECT_EQ(occupied, model.size());
     // The table stays usable: the removed keys go back in.
     for (const std::string& key : removed) {
