@@ -746,6 +746,14 @@ struct LtmSettings {
   size_t payloadBytes = 200;            // at least 16: [key | count | filler]
   std::string managedMemory = "64 mb";  // taskmanager.memory.managed.size: RocksDB's
   std::string tieredMemory = "256 mb";  // state.backend.tiered.memory
+  // A run in parts: with checkpointDir, the job's checkpoints are retained
+  // there (incremental for rocksdb and tiered); stopAfterSeconds > 0 takes
+  // one after that long and cancels the job; resumeFrom restores such a
+  // checkpoint and goes on from its record.
+  std::string checkpointDir;
+  std::string checkpointInterval;  // execution.checkpointing.interval; empty: none
+  double stopAfterSeconds = 0;
+  std::string resumeFrom;
 };
 
 std::string si(double v);  // Output, below
@@ -823,10 +831,14 @@ class ResourceSampler {
   std::thread thread_;  // last: starts after the fields above exist
 };
 
-// Written on the keyed operator's task thread; read after execute() returns.
+// Written on the keyed operator's task thread; read after the job ends.
 struct LtmProgress {
   int64_t records = 0;  // expected total
+  int64_t keys = 0;
+  int64_t payloadBytes = 0;
   int64_t seen = 0;
+  int64_t seenAtRestore = 0;                    // > 0 when the part resumed from a checkpoint
+  std::map<int64_t, int64_t> seenAtCheckpoint;  // by checkpoint id, for this part's
   std::array<Clock::time_point, kLtmTenths + 1> at{};  // [0] first record, [k] after k tenths
   int64_t badPayloads = 0;
   int64_t distinctKeys = 0;
@@ -840,10 +852,64 @@ void writeLtmHeader(std::string& payload, int64_t key, int64_t count) {
   std::memcpy(payload.data() + sizeof key, &count, sizeof count);
 }
 
-class LtmFunction final : public sluice::KeyedProcessFunction<int64_t, int64_t, KeyValue> {
+// Keeps its progress (records seen, distinct keys, bad reads, and the times
+// of the tenths so far) in operator state, so a run in parts checks and
+// times the whole run: a part that resumes from a checkpoint counts on from
+// it, with its clock set back by the time the earlier parts took to get there.
+class LtmFunction final : public sluice::KeyedProcessFunction<int64_t, int64_t, KeyValue>,
+                          public sluice::CheckpointedFunction {
  public:
   LtmFunction(std::shared_ptr<LtmProgress> progress, size_t payloadBytes)
       : progress_(std::move(progress)), payloadBytes_(payloadBytes) {}
+
+  // The state: [records, keys, payload bytes, seen, distinct keys, bad
+  // payloads, ns from the first record to the snapshot, then ns from the
+  // first record to the end of each tenth done].
+  void initializeState(sluice::FunctionInitializationContext& context) override {
+    state_ = &context.getOperatorStateStore().getListState(
+        sluice::ListStateDescriptor<int64_t>("ltm-progress"));
+    if (!context.isRestored()) return;
+    const std::vector<int64_t> v = state_->get();
+    LtmProgress& p = *progress_;
+    if (v.size() < 7) {
+      throw std::runtime_error("state-ltm: the checkpoint holds " + std::to_string(v.size()) +
+                               " progress fields, expected at least 7");
+    }
+    if (v[0] != p.records || v[1] != p.keys || v[2] != p.payloadBytes) {
+      throw std::runtime_error(
+          "state-ltm: the checkpoint is of a run of " + std::to_string(v[0]) + " records over " +
+          std::to_string(v[1]) + " keys with " + std::to_string(v[2]) +
+          " B payloads; resume it with those --records, --ltm-keys and --ltm-value-bytes");
+    }
+    p.seen = p.seenAtRestore = v[3];
+    p.distinctKeys = v[4];
+    p.badPayloads = v[5];
+    p.at[0] = Clock::now() - std::chrono::nanoseconds(v[6]);
+    for (size_t k = 1; k <= kLtmTenths && 6 + k < v.size(); ++k) {
+      p.at[k] = p.at[0] + std::chrono::nanoseconds(v[6 + k]);
+    }
+  }
+
+  void snapshotState(const sluice::FunctionSnapshotContext& context) override {
+    LtmProgress& p = *progress_;
+    const auto sinceFirst = [&](Clock::time_point t) {
+      return static_cast<int64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(t - p.at[0]).count());
+    };
+    std::vector<int64_t> v{p.records,
+                           p.keys,
+                           p.payloadBytes,
+                           p.seen,
+                           p.distinctKeys,
+                           p.badPayloads,
+                           p.seen > 0 ? sinceFirst(Clock::now()) : 0};
+    for (int k = 1; k <= kLtmTenths; ++k) {
+      if (p.seen < (p.records * k + kLtmTenths - 1) / kLtmTenths) break;
+      v.push_back(sinceFirst(p.at[k]));
+    }
+    state_->update(v);
+    p.seenAtCheckpoint[context.getCheckpointId()] = p.seen;
+  }
 
   void open() override {
     payload_ = &getRuntimeContext().getState(sluice::ValueStateDescriptor<std::string>("payload"));
@@ -912,6 +978,7 @@ class LtmFunction final : public sluice::KeyedProcessFunction<int64_t, int64_t, 
   size_t payloadBytes_;
   sluice::ValueState<std::string>* payload_ = nullptr;
   sluice::ValueState<int64_t>* count_ = nullptr;
+  sluice::ListState<int64_t>* state_ = nullptr;
 };
 
 int64_t ltmMemoryBytes(const std::string& text, const char* option) {
@@ -941,11 +1008,20 @@ Row runStateLtm(int64_t n, const LtmSettings& settings) {
   // What the backend may hold in memory: RocksDB's managed memory (not used
   // by hashmap), plus the tiered cache.
   const int64_t budgetBytes = (settings.backend == "hashmap" ? 0 : managedBytes) + tieredBytes;
-  // Key k occurs n / K times, once more for the first n mod K positions.
-  const uint64_t full = static_cast<uint64_t>(n / keys);
-  const uint64_t rem = static_cast<uint64_t>(n % keys);
-  const uint64_t expectedSum = rem * (full + 1) * (full + 2) / 2 +
-                               (static_cast<uint64_t>(keys) - rem) * full * (full + 1) / 2;
+  if ((settings.stopAfterSeconds > 0 || !settings.checkpointInterval.empty()) &&
+      settings.checkpointDir.empty()) {
+    throw std::runtime_error(
+        "state-ltm: --ltm-stop-after and --ltm-checkpoint-interval need --ltm-checkpoint-dir");
+  }
+  // The sum of the counts emitted by records [0, m): key k occurs m / K
+  // times, once more for the first m mod K positions, and its c-th record
+  // emits c.
+  const auto countSum = [keys](int64_t m) {
+    const uint64_t full = static_cast<uint64_t>(m / keys);
+    const uint64_t rem = static_cast<uint64_t>(m % keys);
+    return rem * (full + 1) * (full + 2) / 2 +
+           (static_cast<uint64_t>(keys) - rem) * full * (full + 1) / 2;
+  };
   const int64_t expectedKeys = std::min<int64_t>(n, keys);
 
   char pattern[] = "/tmp/sluice-bench-ltm-XXXXXX";
@@ -964,10 +1040,22 @@ Row runStateLtm(int64_t n, const LtmSettings& settings) {
   conf.setString("taskmanager.memory.managed.size", settings.managedMemory);
   conf.setString("state.backend.rocksdb.localdir", dir.string());
   if (tiered) conf.setString("state.backend.tiered.memory", settings.tieredMemory);
+  if (!settings.checkpointDir.empty()) {
+    conf.setString("state.checkpoints.dir", settings.checkpointDir);
+    conf.setString("state.backend.incremental", "true");
+    conf.setString("execution.checkpointing.externalized-checkpoint-retention",
+                   "RETAIN_ON_CANCELLATION");
+    if (!settings.checkpointInterval.empty()) {
+      conf.setString("execution.checkpointing.interval", settings.checkpointInterval);
+    }
+  }
+  if (!settings.resumeFrom.empty()) conf.setString("execution.savepoint.path", settings.resumeFrom);
   sluice::StreamExecutionEnvironment env(conf);
   env.setParallelism(1);
   auto progress = std::make_shared<LtmProgress>();
   progress->records = n;
+  progress->keys = keys;
+  progress->payloadBytes = static_cast<int64_t>(payloadBytes);
   progress->localDir = dir;
   auto totals = std::make_shared<CountSum>();
   env.fromGenerator(
@@ -987,22 +1075,76 @@ Row runStateLtm(int64_t n, const LtmSettings& settings) {
   const double rssBeforeMiB = procStatusMiB("VmRSS");
   ResourceSampler sampler(dir);
   Row row("state-ltm", 1, n);
-  row.best = measure([&] { env.execute("bench-state-ltm"); });
+  std::string checkpointPath;  // where a stopped part's last checkpoint is
+  int64_t checkpointId = -1;
+  row.best = measure([&] {
+    if (settings.stopAfterSeconds <= 0) {
+      env.execute("bench-state-ltm");
+      return;
+    }
+    sluice::JobClient job = env.executeAsync("bench-state-ltm");
+    const Clock::time_point stopAt =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                           std::chrono::duration<double>(settings.stopAfterSeconds));
+    while (Clock::now() < stopAt && job.getJobStatus() == sluice::JobStatus::kRunning) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    if (job.getJobStatus() != sluice::JobStatus::kRunning) {
+      job.getJobExecutionResult();  // finished first (or throws why it failed)
+      return;
+    }
+    std::fprintf(stderr, "state-ltm: taking a checkpoint to stop at\n");
+    job.triggerCheckpoint();
+    job.cancel();
+    try {
+      job.getJobExecutionResult();
+    } catch (const sluice::JobExecutionException&) {
+      // cancelled, as asked
+    }
+    // The latest one: a periodic checkpoint may have completed after ours.
+    const sluice::JobClient::CheckpointStats stats = job.getCheckpointStats();
+    checkpointId = stats.latestCompletedId;
+    checkpointPath = stats.latestCompletedPath;
+  });
   sampler.stop();
   const double peakMiB = procStatusMiB("VmHWM");
   const double rssAfterMiB = procStatusMiB("VmRSS");
 
   const LtmProgress& p = *progress;
-  check(p.seen == n, "state-ltm: the function saw " + std::to_string(p.seen) +
-                         " records, expected " + std::to_string(n));
+  const bool stopped = !checkpointPath.empty();
   check(p.badPayloads == 0, "state-ltm: " + std::to_string(p.badPayloads) +
                                 " reads returned a wrong or missing payload");
-  check(p.distinctKeys == expectedKeys, "state-ltm: " + std::to_string(p.distinctKeys) +
-                                            " distinct keys, expected " +
-                                            std::to_string(expectedKeys));
-  check(totals->count == n, "state-ltm: " + std::to_string(totals->count.load()) +
-                                " records reached the sink, expected " + std::to_string(n));
-  check(totals->sum == expectedSum, "state-ltm: checksum of emitted counts differs");
+  if (stopped) {
+    // Cancelled: records after the checkpoint are seen again when a later
+    // part resumes it, and those in flight may not have reached the sink.
+    check(p.distinctKeys == std::min<int64_t>(p.seen, keys),
+          "state-ltm: " + std::to_string(p.distinctKeys) + " distinct keys after " +
+              std::to_string(p.seen) + " records");
+    std::printf("state-ltm: stopped after %.0f s at a checkpoint of record %" PRId64 " of %" PRId64
+                " (this part began at record %" PRId64 "); resume with --ltm-resume %s\n",
+                settings.stopAfterSeconds, p.seenAtCheckpoint.at(checkpointId), n, p.seenAtRestore,
+                checkpointPath.c_str());
+  } else {
+    check(p.seen == n, "state-ltm: the function saw " + std::to_string(p.seen) +
+                           " records, expected " + std::to_string(n));
+    check(p.distinctKeys == expectedKeys, "state-ltm: " + std::to_string(p.distinctKeys) +
+                                              " distinct keys, expected " +
+                                              std::to_string(expectedKeys));
+    // The sink saw this part's records: those from the checkpoint on.
+    const int64_t partRecords = n - p.seenAtRestore;
+    check(totals->count == partRecords, "state-ltm: " + std::to_string(totals->count.load()) +
+                                            " records reached the sink, expected " +
+                                            std::to_string(partRecords));
+    check(totals->sum == countSum(n) - countSum(p.seenAtRestore),
+          "state-ltm: checksum of emitted counts differs");
+    if (p.seenAtRestore > 0) {
+      std::printf("state-ltm: this part resumed at record %" PRId64 " from %s\n", p.seenAtRestore,
+                  settings.resumeFrom.c_str());
+    }
+  }
+
+  // The row's rates are this part's: its records over its time.
+  row.records = (stopped ? p.seen : n) - p.seenAtRestore;
 
   // Logical state: per key [kg | key] (10 B) twice, a 200 B payload (plus its
   // length prefix) and an 8 B count.
@@ -1071,7 +1213,11 @@ Row runStateLtm(int64_t n, const LtmSettings& settings) {
   for (size_t i = 0; i < tenthRates.size(); ++i) {
     extra << (i ? ", " : "") << static_cast<int64_t>(tenthRates[i]);
   }
-  extra << "]";
+  extra << "], \"resumed_at_record\": " << p.seenAtRestore;
+  if (stopped) {
+    extra << ", \"stopped_at_checkpoint_of_record\": " << p.seenAtCheckpoint.at(checkpointId)
+          << ", \"checkpoint\": \"" << checkpointPath << "\"";
+  }
   row.extraJson = extra.str();
   row.peakRssMiB = peakMiB;
   return row;
@@ -1398,6 +1544,19 @@ int main(int argc, char** argv) {
   app.add_option(
       "--ltm-tiered-memory", ltm.tieredMemory,
       "state-ltm with --ltm-backend tiered: state.backend.tiered.memory (default 256 mb)");
+  app.add_option("--ltm-checkpoint-dir", ltm.checkpointDir,
+                 "state-ltm: keep the job's checkpoints in this directory (incremental, retained "
+                 "on cancellation), for --ltm-stop-after");
+  app.add_option("--ltm-checkpoint-interval", ltm.checkpointInterval,
+                 "state-ltm: also checkpoint periodically (e.g. \"15 min\"): the latest one "
+                 "stays in --ltm-checkpoint-dir even when the process is killed");
+  app.add_option("--ltm-stop-after", ltm.stopAfterSeconds,
+                 "state-ltm: after this many seconds take a checkpoint and stop, printing the "
+                 "--ltm-resume argument that goes on from it (a run in parts)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--ltm-resume", ltm.resumeFrom,
+                 "state-ltm: resume the run of a checkpoint that --ltm-stop-after took (same "
+                 "--records, --ltm-keys and --ltm-value-bytes)");
   app.add_option("--json", jsonPath, "also write the results as JSON to this file");
   app.add_option("--repeat", repeat, "runs per row; the fastest is reported")
       ->check(CLI::Range(1, 1000));
