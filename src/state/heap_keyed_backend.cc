@@ -359,6 +359,12 @@ void HashMapKeyedStateBackend::forEachRestored(
   }
 }
 
+bool HashMapKeyedStateBackend::clearState(const std::string& stateName) {
+  if (heap::StateTable* table = findTable(stateName)) table->clear();
+  restored_.erase(stateName);
+  return true;
+}
+
 void HashMapKeyedStateBackend::forEachKey(
     const std::string& stateName,
     const std::function<void(std::string_view key, int32_t keyGroup)>& fn) {

@@ -249,6 +249,8 @@ class ObjectTable {
   std::pair<char*, bool> tryEmplace(std::string_view key);
   // Removes `key`; returns whether it was present.
   bool erase(std::string_view key);
+  // Removes every entry; the capacity stays.
+  void clear() noexcept;
 
   size_t size() const { return size_; }
   size_t capacity() const { return mask_ + 1; }
@@ -443,6 +445,10 @@ class StateTable {
     writable(g).erase(key);
     ++epoch_;
   }
+  // Removes every entry of every key group. A table a snapshot still has to
+  // read is left to the snapshot; the others are emptied in place, keeping
+  // their capacity for what comes next.
+  void clear();
   const void* find(Addr a) const { return find(a.group, a.key); }
   void* getOrInsert(Addr a) { return getOrInsert(a.group, a.key); }
   void erase(Addr a) { erase(a.group, a.key); }
@@ -522,6 +528,7 @@ class HashMapKeyedStateBackend final : public KeyedStateBackend {
   void restore(const std::vector<const CanonicalSnapshotReader*>& snapshots) override;
   void forEachKey(const std::string& stateName,
                   const std::function<void(std::string_view key, int32_t keyGroup)>& fn) override;
+  bool clearState(const std::string& stateName) override;
   void dispose() override;
 
   std::unique_ptr<internal::ValueStorage> createValueStorage(const StateMetaInfo& meta,

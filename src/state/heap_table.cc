@@ -95,6 +95,17 @@ void ObjectTable::release() noexcept {
   size_ = 0;
 }
 
+void ObjectTable::clear() noexcept {
+  for (size_t i = 0; i < capacity(); ++i) {
+    if (ctrl_[i] == 0) continue;
+    char* slot = slots_ + i * stride_;
+    type_.destroy(objectOf(slot));
+    reinterpret_cast<KeyBytes*>(slot)->~KeyBytes();
+    ctrl_[i] = 0;
+  }
+  size_ = 0;
+}
+
 std::pair<char*, bool> ObjectTable::tryEmplace(std::string_view key) {
   const uint64_t h = mix(BytesHash{}(key));
   const uint8_t tag = tagOf(h);
@@ -296,6 +307,18 @@ ObjectTable& StateTable::writable(size_t g) {
     ++epoch_;
   }
   return group->table;
+}
+
+void StateTable::clear() {
+  for (std::shared_ptr<Group>& group : groups_) {
+    if (!group) continue;
+    if (group->pendingSnapshots.load(std::memory_order_acquire) != 0) {
+      group.reset();
+    } else {
+      group->table.clear();
+    }
+  }
+  ++epoch_;
 }
 
 void StateTable::forEachEntryKey(const std::function<void(std::string_view, size_t)>& fn) const {

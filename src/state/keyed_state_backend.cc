@@ -226,6 +226,8 @@ void KeyedStateBackend::failKeyGroup(int32_t keyGroup) const {
                         " (was the key changed after keyBy, or is hashCode not deterministic?)");
 }
 
+bool KeyedStateBackend::clearState(const std::string&) { return false; }
+
 std::unique_ptr<StateSnapshotWriter> KeyedStateBackend::nativeSnapshot(int64_t) { return nullptr; }
 
 void KeyedStateBackend::restoreNative(const std::vector<KeyedStateHandleRef>&) {

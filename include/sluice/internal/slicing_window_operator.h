@@ -309,6 +309,7 @@ class TableWindowOperator : public OneInputOperator<IN, OUT> {
     functionState_.initializeCheckpointed(windowFunction_->checkpointed(), &backend);
     stored_ =
         &getOrCreateValueState<VoidNamespace>(backend, ValueStateDescriptor<Stored>(stateName));
+    storedName_ = stateName;
     return backend;
   }
   // Writes scratch_ as `key`'s entry for the snapshot being taken.
@@ -325,13 +326,21 @@ class TableWindowOperator : public OneInputOperator<IN, OUT> {
         functionState_.snapshotCheckpointed(windowFunction_->checkpointed(), checkpointId);
     return s;
   }
-  // Removes what the last snapshot wrote from the backend.
-  void removeWritten() {
-    for (const K& key : written_) {
-      keyed_.setCurrentKey(key);
-      stored_->clear();
+  // Removes what the last snapshot wrote from the backend: the whole state
+  // at once where the backend can (the state holds nothing else: restored
+  // entries were taken out when the operator started), else key by key.
+  void removeWritten() { removeWrittenFrom(storedName_, *stored_, written_); }
+  template <class T>
+  void removeWrittenFrom(const char* name, InternalValueState<VoidNamespace, T>& state,
+                         std::vector<K>& written) {
+    if (written.empty()) return;
+    if (!keyed_.backend().clearState(name)) {
+      for (const K& key : written) {
+        keyed_.setCurrentKey(key);
+        state.clear();
+      }
     }
-    written_.clear();
+    written.clear();
   }
 
   // Emits the result of `key`'s `window`, whose accumulator is `acc`, with
@@ -396,6 +405,7 @@ class TableWindowOperator : public OneInputOperator<IN, OUT> {
   FunctionStateHandler functionState_;
   InternalValueState<VoidNamespace, Stored>* stored_ = nullptr;
   Stored scratch_;
+  const char* storedName_ = nullptr;          // stored_'s state name
   std::vector<K> written_;                    // keys the last snapshot wrote into stored_
   InternalTimerService<K, W> generalTimers_;  // a restored general operator's, to take over
   Output<IN>* lateOutput_ = nullptr;
@@ -1062,11 +1072,7 @@ class SlicingWindowOperator final
                  });
   }
   void removeWrittenRefires() {
-    for (const K& key : writtenRefires_) {
-      keyed_.setCurrentKey(key);
-      storedRefires_->clear();
-    }
-    writtenRefires_.clear();
+    this->removeWrittenFrom(window::kSlicedWindowRefireState, *storedRefires_, writtenRefires_);
   }
 
   // Each restored entry of keyed state `name` (this subtask's key groups),

@@ -150,6 +150,12 @@ class KeyedStateBackend {
       const std::string& stateName,
       const std::function<void(std::string_view key, int32_t keyGroup)>& fn) = 0;
 
+  // Removes every entry of state `stateName` (every key and namespace) in
+  // one call and returns true, when the backend can do that cheaply
+  // (hashmap); otherwise returns false and changes nothing, and the caller
+  // clears key by key. A snapshot taken before keeps what it was taken with.
+  virtual bool clearState(const std::string& stateName);
+
   // Releases everything (RocksDB: closes the database and removes its
   // directory). Idempotent; the destructor calls it.
   virtual void dispose() = 0;

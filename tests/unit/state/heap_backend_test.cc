@@ -525,6 +525,45 @@ TEST(HeapBackendTest, ObjectTableEraseAllKeepsEveryOtherEntryReachable) {
 // ---------------------------------------------------------------------------
 // Snapshots
 
+// clearState() empties one state at once: its tables while a snapshot still
+// has to read them (that snapshot keeps them) and in place otherwise; the
+// other states and later writes are unaffected.
+TEST(HeapBackendTest, ClearStateEmptiesOneStateAndSparesASnapshotTakenBefore) {
+  auto backend = newBackend();
+  Model m;
+  States s(*backend);
+  fill(*backend, s, m, 3000, 5);
+  std::unique_ptr<KeyedStateSnapshot> before = backend->snapshot();  // not written yet
+
+  EXPECT_TRUE(backend->clearState("count"));  // tables the snapshot still reads
+  Model cleared = m;
+  cleared.count.clear();
+  expectContents(*backend, s, cleared, 3000);
+  EXPECT_TRUE(keysOf<int64_t>(*backend, "count").empty());
+
+  std::ostringstream out;
+  before->writeTo(out);
+  before.reset();
+  auto restored = newBackend();
+  restoreFrom(*restored, std::make_shared<const std::string>(out.str()));
+  States r(*restored);
+  expectContents(*restored, r, m, 3000);
+
+  EXPECT_TRUE(backend->clearState("names"));  // no snapshot: emptied in place
+  cleared.names.clear();
+  for (int64_t k = 0; k < 3000; k += 7) {
+    setKey(*backend, k);
+    s.count.update(-k);
+    cleared.count[k] = -k;
+  }
+  expectContents(*backend, s, cleared, 3000);
+  auto after = newBackend();
+  restoreFrom(*after, snapshotBytes(*backend));
+  States a(*after);
+  expectContents(*after, a, cleared, 3000);
+  EXPECT_TRUE(backend->clearState("no-such-state"));
+}
+
 TEST(HeapBackendTest, SnapshotRestoresIntoAFreshBackendWithIdenticalContents) {
   auto source = newBackend();
   Model m;

@@ -503,6 +503,46 @@ TEST(SlicedWindowTest, TakesOverTheGeneralOperatorsTumblingWindows) {
   }
 }
 
+// Checkpoints one after another on one operator: the slices the first wrote
+// into the backend are removed (all at once on hashmap) when it completes,
+// and the second writes every slice again, including those of keys the
+// first had written; restored at 1 and 2, it goes on as if uninterrupted.
+TEST(SlicedWindowTest, EachOfSeveralCheckpointsHoldsEverySlice) {
+  Shape sliding = tumbling(10, 10);
+  sliding.windows = {window::AlignedKind::kSliding, 10, 5, 0};
+  for (const Shape& shape : {tumbling(10, 10), sliding}) {
+    SCOPED_TRACE(shape.describe());
+    Subtasks<Out> straight(windowOperator<Out>(shape, true), 1, nullptr);
+    feedBefore(straight);
+    straight.take();
+    std::vector<std::string> expected;
+    feedAfter(straight, expected);
+    ASSERT_FALSE(expected.empty());
+
+    for (int parallelism : {1, 2}) {
+      SCOPED_TRACE("restored at parallelism " + std::to_string(parallelism));
+      Subtasks<Out> first(windowOperator<Out>(shape, true), 1, nullptr);
+      Harness<Out>& h = *first.harnesses[0];
+      first.element({"a", 1}, 3);
+      first.element({"b", 2}, 7);
+      (void)h.snapshot(1);
+      h.notifyCheckpointComplete(1);
+      first.element({"a", 4}, 12);
+      first.element({"c", 8}, 15);
+      first.watermark(10);
+      (void)h.snapshot(2);  // before 2 completes, 3 is taken
+      std::vector<testing::CapturedSnapshot> third{h.snapshot(3)};
+      h.notifyCheckpointComplete(3);
+      first.take();
+      const auto restores = testing::redistribute(third, parallelism);
+      Subtasks<Out> restored(windowOperator<Out>(shape, true), parallelism, &restores);
+      std::vector<std::string> actual;
+      feedAfter(restored, actual);
+      EXPECT_EQ(actual, expected);
+    }
+  }
+}
+
 template <class F>
 std::string errorOf(F&& f) {
   try {
