@@ -61,6 +61,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <concepts>
 #include <functional>
 #include <map>
@@ -329,15 +330,17 @@ class TableWindowOperator : public OneInputOperator<IN, OUT> {
   // Removes what the last snapshot wrote from the backend: the whole state
   // at once where the backend can (the state holds nothing else: restored
   // entries were taken out when the operator started), else key by key.
-  void removeWritten() { removeWrittenFrom(storedName_, *stored_, written_); }
+  void removeWritten() { removeWrittenFrom(storedName_, stored_, written_); }
+  // `state` may be null when nothing was written (a state the operator
+  // does not use).
   template <class T>
-  void removeWrittenFrom(const char* name, InternalValueState<VoidNamespace, T>& state,
+  void removeWrittenFrom(const char* name, InternalValueState<VoidNamespace, T>* state,
                          std::vector<K>& written) {
     if (written.empty()) return;
     if (!keyed_.backend().clearState(name)) {
       for (const K& key : written) {
         keyed_.setCurrentKey(key);
-        state.clear();
+        state->clear();
       }
     }
     written.clear();
@@ -480,11 +483,23 @@ class SlicingWindowOperator final
   OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
     this->removeWritten();
     removeWrittenRefires();
+    // The keys' states are read in table order, i.e. at random: each one's
+    // cache line is fetched kAhead keys before it is written.
+    constexpr size_t kAhead = 8;
+    std::array<std::pair<const K*, Entry*>, kAhead> ahead;
+    size_t seen = 0;
+    const auto write = [&](const std::pair<const K*, Entry*>& p) {
+      toStored(*p.second, scratch_);
+      this->writeStored(*p.first);
+    };
     index_.forEach([&](const K& key, Entry& e) {
       if (e.newest.id == kNoSlice) return;
-      toStored(e, scratch_);
-      this->writeStored(key);
+      __builtin_prefetch(&keys_[e.k]);
+      auto& slot = ahead[seen++ % kAhead];
+      if (seen > kAhead) write(slot);
+      slot = {&key, &e};
     });
+    for (size_t i = seen > kAhead ? seen - kAhead : 0; i < seen; ++i) write(ahead[i % kAhead]);
     refires_.forEach([&](const K& key, std::vector<std::pair<WindowId, ACC>>& windows) {
       StoredRefires stored;
       stored.first = firedThrough_;
@@ -1072,7 +1087,7 @@ class SlicingWindowOperator final
                  });
   }
   void removeWrittenRefires() {
-    this->removeWrittenFrom(window::kSlicedWindowRefireState, *storedRefires_, writtenRefires_);
+    this->removeWrittenFrom(window::kSlicedWindowRefireState, storedRefires_, writtenRefires_);
   }
 
   // Each restored entry of keyed state `name` (this subtask's key groups),
