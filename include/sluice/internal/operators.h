@@ -1081,10 +1081,15 @@ class KeyedReduceOperator final : public KeyedUdfOperator<OneInputOperator<T, T>
           values_->update(running.value);
         });
         OperatorStateSnapshot s = Base::snapshotState(checkpointId);
-        table_.forEach([this](const K& key, const StreamRecord<T>&) {
-          this->keyed_.setCurrentKey(key);
-          values_->clear();
-        });
+        // Out again at once: the snapshot keeps the tables it was taken
+        // with. (A clear per key would first copy each table the snapshot
+        // still has to read.)
+        if (!this->keyed_.backend().clearState("_op_state")) {
+          table_.forEach([this](const K& key, const StreamRecord<T>&) {
+            this->keyed_.setCurrentKey(key);
+            values_->clear();
+          });
+        }
         return s;
       }
     }
