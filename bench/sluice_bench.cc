@@ -1039,6 +1039,9 @@ Row runStateLtm(int64_t n, const LtmSettings& settings) {
   conf.setString("state.backend.type", settings.backend);
   conf.setString("taskmanager.memory.managed.size", settings.managedMemory);
   conf.setString("state.backend.rocksdb.localdir", dir.string());
+  // A failure ends the run: a restart would count the failed attempt's
+  // records and sink totals too.
+  conf.setString("restart-strategy.type", "none");
   if (tiered) conf.setString("state.backend.tiered.memory", settings.tieredMemory);
   if (!settings.checkpointDir.empty()) {
     conf.setString("state.checkpoints.dir", settings.checkpointDir);
@@ -1094,15 +1097,25 @@ Row runStateLtm(int64_t n, const LtmSettings& settings) {
       return;
     }
     std::fprintf(stderr, "state-ltm: taking a checkpoint to stop at\n");
-    job.triggerCheckpoint();
+    try {
+      job.triggerCheckpoint();
+    } catch (const std::exception& e) {
+      // The job ended meanwhile, or the checkpoint failed: a periodic one,
+      // if any, is where a later part goes on from.
+      std::fprintf(stderr, "state-ltm: the checkpoint to stop at failed: %s\n", e.what());
+    }
     job.cancel();
     try {
       job.getJobExecutionResult();
-    } catch (const sluice::JobExecutionException&) {
-      // cancelled, as asked
+      return;  // it finished before the cancel: the whole run is done
+    } catch (const sluice::JobExecutionException& e) {
+      if (e.getStatus() != sluice::JobStatus::kCanceled) throw;
     }
     // The latest one: a periodic checkpoint may have completed after ours.
     const sluice::JobClient::CheckpointStats stats = job.getCheckpointStats();
+    if (stats.latestCompletedId < 0) {
+      throw std::runtime_error("state-ltm: stopped without a checkpoint to resume from");
+    }
     checkpointId = stats.latestCompletedId;
     checkpointPath = stats.latestCompletedPath;
   });
@@ -1143,8 +1156,9 @@ Row runStateLtm(int64_t n, const LtmSettings& settings) {
     }
   }
 
-  // The row's rates are this part's: its records over its time.
-  row.records = (stopped ? p.seen : n) - p.seenAtRestore;
+  // The row's rates are this part's: its records (up to its checkpoint,
+  // when it stopped) over its time.
+  row.records = (stopped ? p.seenAtCheckpoint.at(checkpointId) : n) - p.seenAtRestore;
 
   // Logical state: per key [kg | key] (10 B) twice, a 200 B payload (plus its
   // length prefix) and an 8 B count.
