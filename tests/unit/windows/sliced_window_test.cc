@@ -480,14 +480,20 @@ void feedAfter(Subtasks<Out>& op, std::vector<std::string>& out) {
   for (auto& l : op.take()) out.push_back(l);
 }
 
-TEST(SlicedWindowTest, TakesOverTheGeneralOperatorsTumblingWindows) {
-  const Shape shape = tumbling(10, 10);
-  // The general operator straight through.
-  Subtasks<Out> straight(windowOperator<Out>(shape, false), 1, nullptr);
+// What feedAfter emits when the operator ran straight through (one subtask,
+// no snapshot), the general one or the sliced one.
+std::vector<std::string> straightThrough(const Shape& shape, bool slicing) {
+  Subtasks<Out> straight(windowOperator<Out>(shape, slicing), 1, nullptr);
   feedBefore(straight);
   straight.take();
   std::vector<std::string> expected;
   feedAfter(straight, expected);
+  return expected;
+}
+
+TEST(SlicedWindowTest, TakesOverTheGeneralOperatorsTumblingWindows) {
+  const Shape shape = tumbling(10, 10);
+  const std::vector<std::string> expected = straightThrough(shape, false);
   ASSERT_FALSE(expected.empty());
 
   for (int parallelism : {1, 2}) {
@@ -512,11 +518,7 @@ TEST(SlicedWindowTest, EachOfSeveralCheckpointsHoldsEverySlice) {
   sliding.windows = {window::AlignedKind::kSliding, 10, 5, 0};
   for (const Shape& shape : {tumbling(10, 10), sliding}) {
     SCOPED_TRACE(shape.describe());
-    Subtasks<Out> straight(windowOperator<Out>(shape, true), 1, nullptr);
-    feedBefore(straight);
-    straight.take();
-    std::vector<std::string> expected;
-    feedAfter(straight, expected);
+    const std::vector<std::string> expected = straightThrough(shape, true);
     ASSERT_FALSE(expected.empty());
 
     for (int parallelism : {1, 2}) {
