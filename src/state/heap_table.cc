@@ -82,20 +82,15 @@ void ObjectTable::allocate(size_t capacity) {
 
 void ObjectTable::release() noexcept {
   if (ctrl_ == nullptr) return;
-  for (size_t i = 0; i < capacity(); ++i) {
-    if (ctrl_[i] == 0) continue;
-    char* slot = slots_ + i * stride_;
-    type_.destroy(objectOf(slot));
-    reinterpret_cast<KeyBytes*>(slot)->~KeyBytes();
-  }
+  clear();
   internal::freeAligned(slots_, align_);
   ::operator delete(ctrl_);
   ctrl_ = nullptr;
   slots_ = nullptr;
-  size_ = 0;
 }
 
 void ObjectTable::clear() noexcept {
+  if (ctrl_ == nullptr) return;
   for (size_t i = 0; i < capacity(); ++i) {
     if (ctrl_[i] == 0) continue;
     char* slot = slots_ + i * stride_;
