@@ -29,63 +29,17 @@
 #include <sluice/testing.h>
 
 #include "harness/operator_runner.h"
+#include "unit/windows/window_differential.h"
 
 namespace sluice {
 namespace session_window_test {
 namespace {
 
 using std::chrono::milliseconds;
-using Ev = std::pair<std::string, int64_t>;
-using Out = std::tuple<std::string, int64_t, std::string>;  // key, value, window
-
-const OutputTag<Ev> kLateTag("late");
-const OutputTag<Out> kClearedTag("cleared");
-
-std::string describe(const TimeWindow& w) {
-  return "[" + std::to_string(w.getStart()) + "," + std::to_string(w.getEnd()) + ")";
-}
+using namespace window_differential;
 
 // Not commutative: the order in which merged sessions combine shows.
 Ev concatReduce(const Ev& a, const Ev& b) { return {a.first, a.second * 7 + b.second}; }
-
-class SumAggregate final : public AggregateFunction<Ev, Ev, Ev> {
- public:
-  Ev createAccumulator() override { return {"", 0}; }
-  Ev add(const Ev& value, Ev acc) override { return {value.first, acc.second + value.second}; }
-  Ev getResult(const Ev& acc) override { return acc; }
-  Ev merge(Ev a, Ev b) override {
-    return {a.first.empty() ? b.first : a.first, a.second + b.second};
-  }
-};
-
-// The value, counting firings per window (window state) and per key (global
-// state); clear() reports the window and its count on a side output.
-class CountingProcess final : public ProcessWindowFunction<Ev, Out, std::string, TimeWindow> {
- public:
-  void process(const std::string& key, Context& ctx, const std::vector<Ev>& elements,
-               Collector<Out>& out) override {
-    ValueState<int64_t>& w = ctx.windowState().getState(windowFires_);
-    ValueState<int64_t>& g = ctx.globalState().getState(keyFires_);
-    const int64_t wn = w.value().value_or(0) + 1;
-    const int64_t gn = g.value().value_or(0) + 1;
-    w.update(wn);
-    g.update(gn);
-    int64_t sum = 0;
-    for (const Ev& e : elements) sum += e.second;
-    out.collect(Out{key + ":" + std::to_string(wn) + ":" + std::to_string(gn) + ":" +
-                        std::to_string(ctx.currentWatermark()),
-                    sum, describe(ctx.window())});
-  }
-  void clear(Context& ctx) override {
-    ValueState<int64_t>& w = ctx.windowState().getState(windowFires_);
-    ctx.output(kClearedTag, Out{"cleared", w.value().value_or(0), describe(ctx.window())});
-    w.clear();
-  }
-
- private:
-  ValueStateDescriptor<int64_t> windowFires_{"window-fires"};
-  ValueStateDescriptor<int64_t> keyFires_{"key-fires"};
-};
 
 struct Shape {
   int64_t gap = 10;
@@ -114,18 +68,12 @@ std::shared_ptr<const OperatorFactory> windowOperator(const Shape& shape, bool f
   if constexpr (std::is_same_v<OUT, Ev>) {
     id = ws.aggregate(SumAggregate{}).getId();
   } else {
-    id = ws.reduce(&concatReduce, CountingProcess{}).getId();
+    id = ws.reduce(&concatReduce, CountingProcess{/*withWatermark=*/true}).getId();
   }
   const StreamNode& node = env.getStreamGraph().node(id);
   EXPECT_EQ(node.name.rfind("SessionWindow(", 0) == 0, fast) << node.name;
   return node.factory;
 }
-
-struct Step {
-  enum Kind { kElement, kWatermark, kEnd } kind = kElement;
-  Ev element;
-  int64_t ts = 0;
-};
 
 // Elements around the watermark (some behind it, some exactly a gap or a
 // session's end apart), watermarks that move by 0 to 2 gaps.
@@ -156,58 +104,6 @@ std::vector<Step> randomSteps(std::mt19937_64& rng, int n, int64_t gap) {
   return steps;
 }
 
-std::string render(const StreamRecord<Ev>& r) {
-  return r.value.first + " " + std::to_string(r.value.second) +
-         " ts=" + std::to_string(r.timestamp);
-}
-std::string render(const StreamRecord<Out>& r) {
-  const auto& [key, value, window] = r.value;
-  return key + " " + std::to_string(value) + " " + window + " ts=" + std::to_string(r.timestamp);
-}
-
-struct Run {
-  std::vector<std::vector<std::string>> steps;  // per step, sorted
-  int64_t dropped = 0;
-  std::string error;  // what a step threw (a merge into a cleaned-up session)
-};
-
-template <class OUT>
-Run play(std::shared_ptr<const OperatorFactory> factory, test::RunConfig config,
-         const std::vector<Step>& steps, int restoreEvery = 1) {
-  typename test::OperatorRunner<OUT>::Options options;
-  options.restoreEvery = restoreEvery;
-  test::OperatorRunner<OUT> runner(std::move(factory), config, options);
-  testing::CollectingOutput<Ev>& late = runner.sideOutput(kLateTag);
-  testing::CollectingOutput<Out>& cleared = runner.sideOutput(kClearedTag);
-  runner.open();
-  Run run;
-  for (const Step& s : steps) {
-    try {
-      switch (s.kind) {
-        case Step::kElement:
-          runner.element(0, s.element, s.ts, runner.keyGroupOf(s.element.first));
-          break;
-        case Step::kWatermark: runner.watermark(0, s.ts); break;
-        case Step::kEnd: runner.endOfInput(); break;
-      }
-    } catch (const SluiceException& e) {
-      run.error = e.what();
-      return run;
-    }
-    std::vector<std::string> lines;
-    for (const auto& r : runner.endStep()) lines.push_back(render(r));
-    for (const auto& r : late.records) lines.push_back("late " + render(r));
-    for (const auto& r : cleared.records) lines.push_back(render(r));
-    late.records.clear();
-    cleared.records.clear();
-    std::sort(lines.begin(), lines.end());
-    run.steps.push_back(std::move(lines));
-  }
-  run.dropped = runner.counter("numLateRecordsDropped");
-  runner.close();
-  return run;
-}
-
 Shape randomShape(std::mt19937_64& rng) {
   Shape s;
   s.gap = static_cast<int64_t>(1 + rng() % 12);
@@ -218,29 +114,13 @@ Shape randomShape(std::mt19937_64& rng) {
   return s;
 }
 
+// The session operator straight, and restored and rescaled after every
+// step and after every third (state built over several steps, then
+// snapshotted), against the general one.
 template <class OUT>
 void compare(const Shape& shape, const std::vector<Step>& steps) {
-  const Run expected =
-      play<OUT>(windowOperator<OUT>(shape, false), test::RunConfig::kStraight, steps);
-  ASSERT_TRUE(expected.error.empty()) << expected.error;
-  const auto sessions = windowOperator<OUT>(shape, true);
-  // Restored after every step, and after every third (state built over
-  // several steps, then snapshotted).
-  for (int every : {1, 3}) {
-    for (test::RunConfig config :
-         {test::RunConfig::kStraight, test::RunConfig::kRestore, test::RunConfig::kRescale}) {
-      if (config == test::RunConfig::kStraight && every != 1) continue;
-      SCOPED_TRACE(std::string(test::runConfigName(config)) + (every == 1 ? "" : " (every 3)"));
-      const Run actual = play<OUT>(sessions, config, steps, every);
-      ASSERT_TRUE(actual.error.empty()) << actual.error;
-      ASSERT_EQ(actual.steps.size(), expected.steps.size());
-      for (size_t i = 0; i < steps.size(); ++i) {
-        ASSERT_EQ(actual.steps[i], expected.steps[i])
-            << "after step " << i + 1 << " of " << steps.size();
-      }
-      EXPECT_EQ(actual.dropped, expected.dropped) << "numLateRecordsDropped";
-    }
-  }
+  window_differential::compare<OUT>(windowOperator<OUT>(shape, false),
+                                    windowOperator<OUT>(shape, true), steps, {1, 3});
 }
 
 TEST(SessionWindowTest, BehavesAsTheGeneralOperatorOnRandomInput) {
@@ -262,56 +142,6 @@ TEST(SessionWindowTest, BehavesAsTheGeneralOperatorOnRandomInput) {
 }
 
 // --- restoring the other operator's state ---------------------------------------
-
-template <class OUT>
-using Harness = testing::OperatorHarness<OUT>;
-
-// Subtasks of one operator at a parallelism, fed and snapshotted together.
-template <class OUT>
-struct Subtasks {
-  std::vector<std::unique_ptr<Harness<OUT>>> harnesses;
-
-  Subtasks(const std::shared_ptr<const OperatorFactory>& factory, int parallelism,
-           const std::vector<OperatorStateRestore>* restores) {
-    for (int i = 0; i < parallelism; ++i) {
-      auto h = std::make_unique<Harness<OUT>>(factory->createOperator(), i, parallelism);
-      h->context().config().set(options::kStateBackendType, std::string("hashmap"));
-      h->open(restores ? &(*restores)[static_cast<size_t>(i)] : nullptr);
-      harnesses.push_back(std::move(h));
-    }
-  }
-  void step(const Step& s) {
-    if (s.kind == Step::kElement) {
-      const int32_t group = assignToKeyGroup(s.element.first, 128);
-      for (size_t i = 0; i < harnesses.size(); ++i) {
-        if (computeKeyGroupRangeForOperatorIndex(128, static_cast<int32_t>(harnesses.size()),
-                                                 static_cast<int32_t>(i))
-                .contains(group)) {
-          harnesses[i]->template processElement<Ev>(0, s.element, s.ts);
-        }
-      }
-    } else {
-      watermark(s.kind == Step::kEnd ? kMaxTimestamp : s.ts);
-    }
-  }
-  void watermark(int64_t ts) {
-    for (auto& h : harnesses) h->processWatermark(0, ts);
-  }
-  std::vector<std::string> take() {
-    std::vector<std::string> lines;
-    for (auto& h : harnesses) {
-      for (const auto& r : h->output().records) lines.push_back(render(r));
-      h->output().records.clear();
-    }
-    std::sort(lines.begin(), lines.end());
-    return lines;
-  }
-  std::vector<testing::CapturedSnapshot> snapshot() {
-    std::vector<testing::CapturedSnapshot> out;
-    for (auto& h : harnesses) out.push_back(h->snapshot(1));
-    return out;
-  }
-};
 
 // What `op` emits for steps [from, end), after each step; the watermark of
 // the steps before `from` is sent again first, as the runtime does after a
@@ -358,16 +188,6 @@ TEST(SessionWindowTest, TakesOverTheGeneralOperatorsSessions) {
   }
 }
 
-template <class F>
-std::string errorOf(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 TEST(SessionWindowTest, TheGeneralOperatorRefusesSessions) {
   Shape shape;
   Subtasks<Out> sessions(windowOperator<Out>(shape, true), 1, nullptr);
@@ -387,7 +207,7 @@ TEST(SessionWindowTest, RefusesTheGeneralOperatorsTumblingWindows) {
   const int id = env.fromElements(Ev{"unused", 0})
                      .keyBy([](const Ev& e) { return e.first; })
                      .window(TumblingEventTimeWindows::of(milliseconds(10)))
-                     .reduce(&concatReduce, CountingProcess{})
+                     .reduce(&concatReduce, CountingProcess{/*withWatermark=*/true})
                      .getId();
   Subtasks<Out> general(env.getStreamGraph().node(id).factory, 1, nullptr);
   general.step(Step{Step::kElement, {"a", 1}, 3});
@@ -404,7 +224,7 @@ TEST(SessionWindowTest, RefusesSlices) {
   const int id = env.fromElements(Ev{"unused", 0})
                      .keyBy([](const Ev& e) { return e.first; })
                      .window(TumblingEventTimeWindows::of(milliseconds(10)))
-                     .reduce(&concatReduce, CountingProcess{})
+                     .reduce(&concatReduce, CountingProcess{/*withWatermark=*/true})
                      .getId();
   ASSERT_EQ(env.getStreamGraph().node(id).name.rfind("SlicingWindow(", 0), 0u);
   Subtasks<Out> sliced(env.getStreamGraph().node(id).factory, 1, nullptr);
@@ -493,7 +313,7 @@ TEST(SessionWindowTest, ChoosesTheGeneralOperatorWhereSessionsDoNotApply) {
   const std::string process = nameOf(
       [](auto keyed) {
         return keyed.window(EventTimeSessionWindows::withGap(milliseconds(5)))
-            .process(CountingProcess{})
+            .process(CountingProcess{/*withWatermark=*/true})
             .getId();
       },
       true);

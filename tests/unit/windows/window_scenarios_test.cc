@@ -99,6 +99,7 @@
 #include <sluice/testing.h>
 
 #include "harness/operator_runner.h"
+#include "unit/windows/window_differential.h"
 
 namespace sluice {
 namespace window_scenarios_test {
@@ -106,6 +107,7 @@ namespace {
 
 using testing::CollectingOutput;
 using Ev = std::pair<std::string, int64_t>;
+using window_differential::SumAggregate;
 // key, value, window
 using MetaOut = std::tuple<std::string, int64_t, std::string>;
 using std::chrono::milliseconds;
@@ -312,16 +314,6 @@ int64_t sumOf(const std::vector<Ev>& elements) {
 }
 
 Ev sumReduce(const Ev& a, const Ev& b) { return {a.first, a.second + b.second}; }
-
-class SumAggregate final : public AggregateFunction<Ev, Ev, Ev> {
- public:
-  Ev createAccumulator() override { return {"", 0}; }
-  Ev add(const Ev& value, Ev acc) override { return {value.first, acc.second + value.second}; }
-  Ev getResult(const Ev& acc) override { return acc; }
-  Ev merge(Ev a, Ev b) override {
-    return {a.first.empty() ? b.first : a.first, a.second + b.second};
-  }
-};
 
 template <class W>
 class SumProcess final : public ProcessWindowFunction<Ev, MetaOut, std::string, W> {
