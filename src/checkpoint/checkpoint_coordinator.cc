@@ -341,6 +341,12 @@ std::future<CheckpointResult> CheckpointCoordinator::triggerCheckpoint(
 std::future<CheckpointResult> CheckpointCoordinator::trigger(CheckpointOptions options,
                                                              const std::string& savepointBase,
                                                              bool final) {
+  // Held until the gateway has passed the trigger on. Without it, a
+  // savepoint (whose directory is created first) could reach the sources
+  // after the periodic checkpoint that took the next id: they would inject
+  // the newer barrier first, every task would give the older one up as
+  // superseded, and the savepoint would wait for its timeout.
+  std::unique_lock triggering(triggerMu_);
   int64_t id = 0;
   std::set<TaskId> tasks;
   {
@@ -392,6 +398,7 @@ std::future<CheckpointResult> CheckpointCoordinator::trigger(CheckpointOptions o
   lock.unlock();
 
   Result<std::map<int, std::string>> states = (*lease)->triggerCheckpoint(barrier, options);
+  triggering.unlock();
 
   std::optional<PendingCheckpoint> done;
   lock.lock();

@@ -26,10 +26,12 @@
 // acknowledgements take `mu_` only briefly; the I/O of a completion (the
 // _metadata write, file sizes, retention deletes) runs outside it, on the
 // thread whose acknowledgement completed the checkpoint, and completions are
-// serialized by their own lock so they retire in order. Calls into the
-// gateway are never made under `mu_`. Time comes from a steady-time
-// function, so tests drive triggers and timeouts with runDue(now) and no
-// timer thread.
+// serialized by their own lock so they retire in order. Triggers are
+// serialized by theirs, from taking an id to the gateway's return, so the
+// tasks hear of checkpoints in id order: a task that saw a newer barrier
+// gives an older one up. Calls into the gateway are never made under `mu_`.
+// Time comes from a steady-time function, so tests drive triggers and
+// timeouts with runDue(now) and no timer thread.
 #pragma once
 
 #include <chrono>
@@ -224,6 +226,7 @@ class CheckpointCoordinator final : public CheckpointCoordinatorGateway {
   SteadyTime nextTrigger_ = SteadyTime::max();
 
   std::mutex completionMu_;  // serializes completions; never taken under mu_
+  std::mutex triggerMu_;     // serializes triggers; never taken under mu_
   std::thread timer_;
 };
 

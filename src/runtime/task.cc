@@ -133,6 +133,16 @@ bool Task::isIncrementalSnapshot(int64_t checkpointId) {
 void Task::performCheckpoint(const CheckpointBarrier& barrier,
                              const checkpoint::CheckpointOptions& options) {
   if (!checkpointer_) return;
+  if (barrier.id <= checkpointer_->lastCheckpointId()) {
+    // A trigger that overtook this one came first (the coordinator sends
+    // them in order, so only a lost or delayed message does this): its
+    // barrier is out already, and this one would follow it downstream,
+    // where it is given up. Declined, so that it fails now instead of at
+    // its timeout.
+    declineCheckpoint(barrier.id, fmt::format("the task took checkpoint {} before it",
+                                              checkpointer_->lastCheckpointId()));
+    return;
+  }
   checkpointer_->checkpointState(barrier, options, chain_->operators(), [&] {
     const std::vector<uint8_t> bytes = checkpoint::encodeBarrier(barrier, options);
     for (auto& [id, w] : writers_) {

@@ -1,17 +1,21 @@
 // The checkpoint coordinator on its own, with a fake clock and a fake
 // gateway instead of a running job: periodic triggers, min pause, max
 // concurrent, timeouts, declines, tolerable failures, savepoints, the final
-// checkpoint, completion notices and retention. Nothing here waits on time.
+// checkpoint, completion notices and retention. Nothing here waits on time
+// except one test that waits a moment for something that must not happen.
 #include "checkpoint/checkpoint_coordinator.h"
 
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -39,9 +43,15 @@ class FakeGateway final : public CheckpointTaskGateway {
  public:
   Result<std::map<int, std::string>> triggerCheckpoint(const CheckpointBarrier& barrier,
                                                        const CheckpointOptions& options) override {
+    {
+      std::lock_guard lock(mu);
+      triggered.push_back(barrier.id);
+      directories.push_back(options.targetDirectory);
+    }
+    if (onTrigger) onTrigger(barrier.id);
     std::lock_guard lock(mu);
-    triggered.push_back(barrier.id);
-    directories.push_back(options.targetDirectory);
+    passedOn.push_back(barrier.id);
+    passedOnChanged.notify_all();
     if (!enumeratorError.empty()) return Status::userError(enumeratorError);
     return std::map<int, std::string>{{0, "enumerator@" + std::to_string(barrier.id)}};
   }
@@ -65,7 +75,12 @@ class FakeGateway final : public CheckpointTaskGateway {
   void stopWithSavepointComplete() override { ++stops; }
 
   std::mutex mu;
+  std::condition_variable passedOnChanged;
   std::vector<int64_t> triggered;
+  // In the order the triggers returned, i.e. reached the tasks. A hook runs
+  // between the two.
+  std::vector<int64_t> passedOn;
+  std::function<void(int64_t)> onTrigger;
   std::vector<std::string> directories;
   std::vector<std::pair<TaskId, int64_t>> finishedTriggers;
   std::vector<int64_t> completed;
@@ -300,6 +315,35 @@ TEST_F(CoordinatorTest, SavepointsReportTheirOutcomeAndNeverFailTheJob) {
   EXPECT_TRUE(stored.value().isSavepoint());
   EXPECT_EQ(stored.value().find("source")->subtasks[1].operatorState, "state of 0/1");
   EXPECT_EQ(coordinator->numberOfRetained(), 0u) << "savepoints are not retained checkpoints";
+}
+
+// A savepoint creates its directory before its trigger goes out; a periodic
+// checkpoint triggered meanwhile takes the next id. Were its trigger to
+// overtake the savepoint's, the sources would inject the newer barrier first
+// and every task would give the savepoint up: it would hang until its
+// timeout and block the periodic checkpoints behind it.
+TEST_F(CoordinatorTest, TriggersReachTheTasksOneAtATimeInIdOrder) {
+  test::TempDir dir("coordinator-trigger-order");
+  start(CheckpointCoordinatorConfig{});
+  std::thread periodic;
+  gateway.onTrigger = [&](int64_t id) {
+    if (id != 1) return;
+    // While the savepoint's trigger is on its way, another one starts. It
+    // must not pass the savepoint's on before this returns; a wait that
+    // ends early only makes the test weaker, never fail.
+    periodic = std::thread([&] { (void)coordinator->triggerCheckpoint(CheckpointOptions{}, ""); });
+    std::unique_lock lock(gateway.mu);
+    gateway.passedOnChanged.wait_for(lock, Ms(300), [&] { return !gateway.passedOn.empty(); });
+  };
+  CheckpointOptions o;
+  o.type = CheckpointType::kSavepoint;
+  std::future<CheckpointResult> savepoint = coordinator->triggerCheckpoint(o, dir.str());
+  periodic.join();
+  EXPECT_THAT(gateway.passedOn, ElementsAre(1, 2));
+  ackAll(1);
+  EXPECT_EQ(savepoint.get().id, 1);
+  ackAll(2);
+  EXPECT_THAT(gateway.completed, ElementsAre(1, 2));
 }
 
 TEST_F(CoordinatorTest, StopWithSavepointEndsTheJobOnlyWhenItCompletes) {
