@@ -141,10 +141,15 @@ class JobManager::Impl final : public JobManagerBackend {
   std::shared_ptr<RemoteDeployment> currentDeployment(JobEntry& job, int attempt);
   void fillInfo(JobEntry& job, rpc::JobInfo* info);
   void monitorHeartbeats();
+  // Removes the ended jobs that jobstore.expiration-time and
+  // jobstore.max-capacity no longer keep.
+  void expireJobs();
   void taskManagerLost(const std::shared_ptr<TaskManagerEntry>& tm, const std::string& why);
 
   const Configuration config_;
   const std::string token_;
+  const int64_t jobStoreExpirationMs_;
+  const size_t jobStoreMaxCapacity_;
   BlobStore blobs_;
   std::unique_ptr<grpc::Service> service_;
   std::unique_ptr<grpc::Server> server_;
@@ -623,6 +628,14 @@ class Service final : public rpc::JobManagerService::Service {
   JobManager::Impl& jm_;
 };
 
+int32_t positive(const Configuration& config, const ConfigOption<int32_t>& option) {
+  const int32_t value = config.get(option);
+  if (value < 1) {
+    throw SluiceException(fmt::format("{} must be at least 1, got {}", option.key, value));
+  }
+  return value;
+}
+
 grpc::Status notFound(const std::string& jobId) {
   return grpc::Status(grpc::StatusCode::NOT_FOUND,
                       fmt::format("no job with id '{}' (sluice list shows the jobs)", jobId));
@@ -633,6 +646,8 @@ grpc::Status notFound(const std::string& jobId) {
 JobManager::Impl::Impl(Configuration config)
     : config_(std::move(config)),
       token_(config_.get(options::kRestAuthenticationToken)),
+      jobStoreExpirationMs_(int64_t{1000} * positive(config_, options::kJobStoreExpirationTime)),
+      jobStoreMaxCapacity_(static_cast<size_t>(positive(config_, options::kJobStoreMaxCapacity))),
       blobs_(config_.get(options::kBlobStorageDirectory)) {
   service_ = std::make_unique<Service>(*this);
   const std::string address =
@@ -760,6 +775,7 @@ void JobManager::Impl::monitorHeartbeats() {
       if (now - t->lastHeartbeat > timeout) lost.push_back(t);
     }
     lock.unlock();
+    expireJobs();
     for (auto& t : lost) {
       taskManagerLost(
           t,
@@ -768,6 +784,47 @@ void JobManager::Impl::monitorHeartbeats() {
                           .count()));
     }
     lock.lock();
+  }
+}
+
+void JobManager::Impl::expireJobs() {
+  std::vector<std::shared_ptr<JobEntry>> expired;
+  {
+    std::lock_guard lock(mu_);
+    const int64_t now = SystemClock::instance().currentTimeMillis();
+    // Ended jobs, by the time they ended. One whose run is also held
+    // elsewhere (a REST request reading it) waits for the next round; once
+    // it is out of jobs_, nothing takes it again.
+    std::vector<std::pair<int64_t, std::string>> ended;
+    for (const auto& [id, j] : jobs_) {
+      int64_t end = -1;
+      if (j->run) {
+        if (j->run.use_count() == 1) end = j->run->endTimeMs();
+      } else if (j->startDone) {
+        end = j->startFailedMs;
+      }
+      if (end >= 0) ended.emplace_back(end, id);
+    }
+    std::sort(ended.begin(), ended.end());
+    size_t keep = ended.size();
+    for (size_t i = 0; i < ended.size(); ++i) {
+      const bool tooOld = now - ended[i].first >= jobStoreExpirationMs_;
+      const bool overCapacity = keep > jobStoreMaxCapacity_;
+      if (!tooOld && !overCapacity) continue;
+      const std::string& id = ended[i].second;
+      log::info("Removed job {} from the JobManager, which it ended {} ms ago ({})", id,
+                now - ended[i].first,
+                tooOld ? "jobstore.expiration-time" : "jobstore.max-capacity");
+      expired.push_back(jobs_.at(id));
+      jobs_.erase(id);
+      std::erase(jobOrder_, id);
+      --keep;
+    }
+  }
+  // Outside mu_: a run's end listener may still be finishing.
+  for (auto& j : expired) {
+    if (j->starter.joinable()) j->starter.join();
+    if (j->run) j->run->wait();
   }
 }
 

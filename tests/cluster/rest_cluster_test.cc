@@ -60,9 +60,10 @@ struct Rest {
   // Any status; the body parsed (null when it is no JSON).
   std::pair<int, json> send(const std::string& method, const std::string& path,
                             const std::string& body = "") {
-    httplib::Result r = method == "PATCH"  ? client.Patch(path)
-                        : method == "POST" ? client.Post(path, body, "application/json")
-                                           : client.Delete(path);
+    httplib::Result r = method == "GET"     ? client.Get(path)
+                        : method == "PATCH" ? client.Patch(path)
+                        : method == "POST"  ? client.Post(path, body, "application/json")
+                                            : client.Delete(path);
     EXPECT_TRUE(r) << method << " " << path << ": " << httplib::to_string(r.error());
     if (!r) return {-1, json()};
     return {r->status, json::parse(r->body, nullptr, false)};
@@ -471,6 +472,75 @@ TEST(ClusterRestTest, AJobWaitingForSlotsIsCreatedAndOneThatCannotStartFailedWit
     EXPECT_EQ(status, 409) << body.dump();
     EXPECT_NE(body.dump().find("not running"), std::string::npos) << body.dump();
   }
+}
+
+// A long-running JobManager does not keep every job it ran: beyond
+// jobstore.max-capacity the job that ended first goes, and every ended job
+// goes jobstore.expiration-time seconds after it ended (Flink's job store).
+TEST(ClusterRestTest, EndedJobsLeaveTheJobManagerPerTheJobStoreOptions) {
+  TempDir dir("cluster-rest-jobstore");
+  auto gone = [](Rest& rest, const std::string& job) {
+    return rest.send("GET", "/jobs/" + job).first == 404;
+  };
+  {
+    LocalCluster cluster(dir.path() / "capacity", {"heartbeat.interval=200ms"});
+    cluster.startJobManager({"jobstore.max-capacity=2"});
+    cluster.startTaskManager(2);
+    Rest rest(cluster.restUrl());
+    std::vector<std::string> jobs;
+    for (int i = 0; i < 3; ++i) {
+      const std::string name = "short-" + std::to_string(i);
+      jobs.push_back(cluster.submitDetached(
+          SLUICE_CRASH_JOB_LIB, {},
+          {"--output", (dir.path() / name).string(), "--checkpoints",
+           (dir.path() / (name + "-cp")).string(), "--records", "20", "--rate", "1000"}));
+      ASSERT_FALSE(jobs.back().empty());
+      ASSERT_EQ(cluster.waitForEnd(jobs.back()), "FINISHED");
+    }
+    ASSERT_TRUE(waitUntil([&] { return gone(rest, jobs[0]); }, milliseconds(60000)))
+        << rest.get("/jobs/overview").dump();
+    EXPECT_EQ(cluster.jobState(jobs[0]), "") << "sluice list -a no longer shows it";
+    EXPECT_EQ(restState(rest, jobs[1]), "FINISHED");
+    EXPECT_EQ(restState(rest, jobs[2]), "FINISHED");
+    std::set<std::string> listed;
+    const json overview = rest.get("/jobs/overview");
+    for (const auto& j : overview["jobs"]) listed.insert(j["jid"]);
+    EXPECT_EQ(listed, (std::set<std::string>{jobs[1], jobs[2]}));
+    const std::string log = cluster.jobManager().output();
+    EXPECT_NE(log.find("Removed job " + jobs[0]), std::string::npos) << log;
+    EXPECT_NE(log.find("jobstore.max-capacity"), std::string::npos) << log;
+  }
+  {
+    // No TaskManager: the job fails to get its slots, then expires.
+    LocalCluster cluster(dir.path() / "expiry", {"heartbeat.interval=200ms"});
+    cluster.startJobManager({"jobstore.expiration-time=1", "slot.request.timeout=300ms"});
+    Rest rest(cluster.restUrl());
+    const std::string job =
+        cluster.submitDetached(SLUICE_CRASH_JOB_LIB, {}, endlessJobArgs(dir.path(), "expiry-out"));
+    ASSERT_FALSE(job.empty());
+    std::string state;
+    ASSERT_TRUE(waitUntil(
+        [&] {
+          auto [status, body] = rest.send("GET", "/jobs/" + job);
+          if (status == 200) state = body["state"].get<std::string>();
+          return status == 404;
+        },
+        milliseconds(60000)));
+    EXPECT_EQ(state, "FAILED") << "seen failed before it went";
+    const std::string log = cluster.jobManager().output();
+    EXPECT_NE(log.find("Removed job " + job), std::string::npos) << log;
+    EXPECT_NE(log.find("jobstore.expiration-time"), std::string::npos) << log;
+  }
+  LocalCluster cluster(dir.path() / "bad", {});
+  CliResult r = cluster.runProcess(
+      {LocalCluster::binary(), "jobmanager", "-D", "jobmanager.rpc.port=0", "-D",
+       "jobmanager.bind-host=127.0.0.1", "-D", "rest.bind-address=127.0.0.1", "-D", "rest.port=0",
+       "-D", "jobstore.max-capacity=0", "-D", "env.log.dir=" + (dir.path() / "log").string(), "-D",
+       "blob.storage.directory=" + (dir.path() / "blobs").string()},
+      std::chrono::seconds(60));
+  EXPECT_EQ(r.exitCode, 1) << r.output;
+  EXPECT_NE(r.output.find("jobstore.max-capacity must be at least 1, got 0"), std::string::npos)
+      << r.output;
 }
 
 // The port the process's Prometheus reporter logged it listens on.

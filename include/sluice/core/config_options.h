@@ -321,6 +321,16 @@ inline constexpr ConfigOption<std::chrono::milliseconds> kSlotRequestTimeout{
     "slot.request.timeout", std::chrono::milliseconds{300000},
     "How long a job waits for enough free slots before it fails."};
 
+inline constexpr ConfigOption<int32_t> kJobStoreExpirationTime{
+    "jobstore.expiration-time", 3600,
+    "Seconds after which a finished, canceled or failed job is removed from the JobManager: the "
+    "CLI's list, the REST API and the web UI no longer show it."};
+
+inline constexpr ConfigOption<int32_t> kJobStoreMaxCapacity{
+    "jobstore.max-capacity", 2147483647,
+    "How many finished, canceled or failed jobs the JobManager keeps; beyond it, the ones that "
+    "ended first are removed."};
+
 inline constexpr ConfigOption<bool> kClusterEvenlySpreadOutSlots{
     "cluster.evenly-spread-out-slots", false,
     "Place a job's slots on the TaskManager with the most free slots first, spreading the job "
@@ -515,6 +525,8 @@ inline constexpr std::tuple kAllOptions{
     &kHeartbeatInterval,
     &kHeartbeatTimeout,
     &kSlotRequestTimeout,
+    &kJobStoreExpirationTime,
+    &kJobStoreMaxCapacity,
     &kClusterEvenlySpreadOutSlots,
     &kExecutionTarget,
     &kExecutionAttached,
