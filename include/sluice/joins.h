@@ -635,7 +635,7 @@ class IntervalJoinOperator final : public KeyedUdfOperator<TwoInputOperator<A, B
   }
   OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
     OperatorStateSnapshot s = Base::snapshotState(checkpointId);
-    s.timers = timers_.snapshot();
+    s.writeTimers = timers_.snapshotLater();
     return s;
   }
   void open() override {

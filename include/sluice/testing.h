@@ -215,12 +215,15 @@ class OperatorHarness {
     op_->processWatermark(input, Watermark{timestamp});
   }
 
+  // The operator's snapshot, its timers written (see resolveTimers()).
   OperatorStateSnapshot snapshotState(int64_t checkpointId) {
-    return op_->snapshotState(checkpointId);
+    OperatorStateSnapshot s = op_->snapshotState(checkpointId);
+    s.resolveTimers();
+    return s;
   }
   // snapshotState with the keyed part written out, ready for redistribute().
   CapturedSnapshot snapshot(int64_t checkpointId) {
-    OperatorStateSnapshot s = op_->snapshotState(checkpointId);
+    OperatorStateSnapshot s = snapshotState(checkpointId);
     CapturedSnapshot captured;
     captured.operatorState = std::move(s.operatorState);
     captured.timers = std::move(s.timers);

@@ -18,6 +18,8 @@ struct SubtaskCheckpointer::Upload {
   std::string directory;  // empty: keep keyed state in memory
   TaskStateSnapshot snapshot;
   std::vector<std::pair<int, std::unique_ptr<StateSnapshotWriter>>> keyed;  // by node
+  // Timers the operators write here rather than on the task thread, by node.
+  std::vector<std::pair<int, std::function<std::string()>>> timers;
 };
 
 SubtaskCheckpointer::SubtaskCheckpointer(Setup setup) : setup_(std::move(setup)) {}
@@ -76,6 +78,7 @@ void SubtaskCheckpointer::checkpointState(const CheckpointBarrier& barrier,
       OperatorSubtaskState& st = upload->snapshot.operators[o.node];
       st.operatorState = std::move(s.operatorState);
       st.timers = std::move(s.timers);
+      if (s.writeTimers) upload->timers.emplace_back(o.node, std::move(s.writeTimers));
       if (s.keyedState) upload->keyed.emplace_back(o.node, std::move(s.keyedState));
     } catch (const TaskCancelledException&) {
       incrementalCheckpointId_ = -1;
@@ -150,10 +153,13 @@ void SubtaskCheckpointer::upload(const std::shared_ptr<Upload>& up) {
   std::map<int, StoredFiles> stored;
   Status st;
   try {
+    for (auto& [node, write] : up->timers) up->snapshot.operators[node].timers = write();
+    up->timers.clear();
     st = writeKeyed(*up, uploaded, stored);
   } catch (...) {
     st = Status::ioError(describeCurrentException());
   }
+  up->timers.clear();
   up->keyed.clear();  // the snapshots' resources go before the task may close
   if (st.isOk()) {
     if (!stored.empty()) {

@@ -272,6 +272,18 @@ struct OperatorStateSnapshot {
   // Timers (InternalTimerService::snapshot()), tagged by key group; empty
   // when the operator has none.
   std::string timers;
+  // Set instead of `timers` by an operator that writes its timers in the
+  // checkpoint's asynchronous part (InternalTimerService::snapshotLater()):
+  // returns what `timers` would hold. Any thread, once; the timers it reads
+  // stay as they were until it has run or is destroyed.
+  std::function<std::string()> writeTimers;
+
+  // Fills `timers` from writeTimers, if set, on the calling thread.
+  void resolveTimers() {
+    if (!writeTimers) return;
+    timers = writeTimers();
+    writeTimers = nullptr;
+  }
 };
 
 // One written keyed-state snapshot: a canonical file, bytes in memory, or a

@@ -891,7 +891,7 @@ class KeyedProcessOperator final : public KeyedUdfOperator<OneInputOperator<IN, 
   }
   OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
     OperatorStateSnapshot s = Base::snapshotState(checkpointId);
-    s.timers = timers_.snapshot();
+    s.writeTimers = timers_.snapshotLater();
     return s;
   }
   void open() override {
@@ -968,7 +968,7 @@ class KeyedCoProcessOperator final
   }
   OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
     OperatorStateSnapshot s = Base::snapshotState(checkpointId);
-    s.timers = timers_.snapshot();
+    s.writeTimers = timers_.snapshotLater();
     return s;
   }
   void open() override {

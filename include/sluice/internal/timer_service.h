@@ -85,6 +85,8 @@ class InternalTimerService {
   }
 
   std::string snapshot() const { return queue_.snapshot(); }
+  // snapshot(), written later: see TimerQueue::snapshotLater().
+  std::function<std::string()> snapshotLater() { return queue_.snapshotLater(); }
   // Adds the timers of `snapshot` whose key group is in `range`, checking
   // that every one decodes as a K and an N.
   void restore(std::string_view snapshot, KeyGroupRange range) {

@@ -453,7 +453,7 @@ class WindowOperator final : public OneInputOperator<IN, OUT>,
     OperatorStateSnapshot s;
     s.keyedState = keyed_.snapshot(checkpointId);
     s.operatorState = functionState_.snapshotCheckpointed(function_->checkpointed(), checkpointId);
-    s.timers = timers_.snapshot();
+    s.writeTimers = timers_.snapshotLater();
     return s;
   }
 

@@ -20,6 +20,7 @@
 // Threading: the task thread only. Callbacks run on it, between records.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -66,6 +67,12 @@ class TimerQueue {
   // Every timer, with its domain and key group: [u32 count] then per timer
   // [u8 domain][i32 key group][i64 timestamp][u32 n][n bytes].
   std::string snapshot() const;
+  // The same snapshot, taken now and written later by the function
+  // returned, on any thread (the checkpoint's asynchronous part): taking
+  // it copies the heaps' pointers, not the timers. Until the function has
+  // run or is destroyed, timers that fire or are removed are not reused,
+  // and the function keeps what it reads alive past the queue.
+  std::function<std::string()> snapshotLater();
   // Adds the timers of `snapshot` whose key group is in `range`. Throws
   // SerializationError naming what is wrong with a damaged snapshot.
   void restore(std::string_view snapshot, KeyGroupRange range);
@@ -79,6 +86,7 @@ class TimerQueue {
   void fireUpTo(Domain& d, int64_t time, const Callback& callback);
 
   OperatorContext* context_ = nullptr;
+  std::shared_ptr<std::atomic<int>> snapshotsInFlight_;
   Callback onEventTime_;
   Callback onProcessingTime_;
   std::unique_ptr<Domain> event_;

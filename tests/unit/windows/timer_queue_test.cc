@@ -4,12 +4,15 @@
 // long ones (over 32 bytes, stored on the heap), timers registered and
 // removed while firing, and a snapshot restored into a fresh queue halfway:
 // every timer fires exactly once, in (timestamp, bytes) order, and sizes and
-// snapshots agree with the model throughout.
+// snapshots agree with the model throughout. Snapshots written later
+// (snapshotLater) hold the timers of the moment they were taken.
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -204,6 +207,72 @@ TEST(TimerQueueTest, RestoreKeepsTheTimersOfItsKeyGroups) {
   EXPECT_EQ(part.size(TimeDomain::EVENT_TIME), low.size());
   part.advanceWatermark(kMaxTimestamp);
   EXPECT_EQ(fired, low);
+}
+
+// Snapshots taken with snapshotLater() and written later, some on another
+// thread while the queue goes on (timers fire, are removed, re-registered
+// into the slots those leave), some after the queue is gone, one never:
+// each writes exactly what snapshot() said when it was taken.
+TEST(TimerQueueTest, ASnapshotWrittenLaterHoldsTheTimersOfItsMoment) {
+  std::mt19937 rng(7);
+  auto h = std::make_unique<Harness>(0);
+  struct Taken {
+    std::function<std::string()> write;
+    std::string expected;
+  };
+  std::vector<Taken> pending;
+  std::vector<std::pair<int64_t, std::string>> known;
+  int64_t watermark = 0;
+  int written = 0;
+  auto writeOne = [&](bool onAnotherThread) {
+    Taken t = std::move(pending.front());
+    pending.erase(pending.begin());
+    std::string bytes;
+    if (onAnotherThread) {
+      std::thread writer([&] { bytes = t.write(); });
+      // The queue goes on while the snapshot is written.
+      for (int i = 0; i < 200; ++i) {
+        std::string b = randomBytes(rng);
+        const int64_t ts = watermark + 1 + static_cast<int64_t>(rng() % 30);
+        h->add(TimeDomain::EVENT_TIME, ts, b);
+        if (i % 3 == 0 && !known.empty()) {
+          const auto& k = known[rng() % known.size()];
+          h->remove(TimeDomain::EVENT_TIME, k.first, k.second);
+        }
+      }
+      writer.join();
+    } else {
+      bytes = t.write();
+    }
+    EXPECT_EQ(bytes, t.expected) << "snapshot " << written;
+    ++written;
+  };
+  for (int step = 0; step < 4000; ++step) {
+    const uint32_t op = rng() % 100;
+    const TimeDomain d = rng() % 4 == 0 ? TimeDomain::PROCESSING_TIME : TimeDomain::EVENT_TIME;
+    if (op < 55) {
+      const int64_t ts = watermark + 1 + static_cast<int64_t>(rng() % 40);
+      std::string bytes = randomBytes(rng);
+      h->add(d, ts, bytes);
+      known.emplace_back(ts, std::move(bytes));
+    } else if (op < 75 && !known.empty()) {
+      const auto& k = known[rng() % known.size()];
+      h->remove(d, k.first, k.second);
+    } else if (op < 90) {
+      watermark += static_cast<int64_t>(rng() % 10);
+      h->queue.advanceWatermark(watermark);
+    } else if (op < 95) {
+      pending.push_back({h->queue.snapshotLater(), h->queue.snapshot()});
+    } else if (!pending.empty()) {
+      writeOne(rng() % 2 == 0);
+    }
+  }
+  ASSERT_GT(written, 50);
+  // One snapshot is dropped unwritten, the rest are written after the queue
+  // is destroyed.
+  if (!pending.empty()) pending.pop_back();
+  h.reset();
+  while (!pending.empty()) writeOne(false);
 }
 
 }  // namespace
