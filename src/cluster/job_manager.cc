@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -171,7 +172,8 @@ class JobManager::Impl final : public JobManagerBackend {
 
 class RemoteTask;
 
-class RemoteDeployment final : public runtime::TaskDeployment {
+class RemoteDeployment final : public runtime::TaskDeployment,
+                               public std::enable_shared_from_this<RemoteDeployment> {
  public:
   RemoteDeployment(JobManager::Impl& jm, JobManager::Impl::JobEntry& job, const JobGraph& jobGraph)
       : jm_(jm), job_(job), jobGraph_(jobGraph) {}
@@ -234,6 +236,7 @@ class RemoteDeployment final : public runtime::TaskDeployment {
   std::vector<std::vector<std::unique_ptr<RemoteTask>>> tasks_;
   std::vector<std::vector<std::unique_ptr<RemoteTask>>> previous_;
   std::set<std::pair<int, int>> running_;  // not yet ended
+  int ending_ = 0;                         // ended() calls still telling the scheduler
   CheckpointingMode mode_ = CheckpointingMode::kExactlyOnce;
   bool checkpointing_ = false;
   checkpoint::CheckpointCoordinatorGateway* gateway_ = nullptr;
@@ -447,21 +450,24 @@ void RemoteDeployment::start() {
   for (auto& [tm, subtasks] : perTm) {
     log::info("Deploying {} subtasks of job {} attempt {} to {}", subtasks.size(), job_.id, attempt,
               tm->describe());
-    tm->out->submit([this, tm, base, subtasks = subtasks, attempt] {
+    // The call keeps the deployment alive: once its tasks have ended, the
+    // job may end and leave the job store (and its entry) while the call
+    // is still returning.
+    tm->out->submit([self = shared_from_this(), tm, base, subtasks = subtasks, attempt] {
       grpc::ClientContext ctx;
       setDeadline(ctx, 120000);
       rpc::Empty e;
       grpc::Status st = tm->stub->Deploy(&ctx, base, &e);
       if (st.ok()) return;
-      const std::string error = fmt::format("could not deploy job {} to {}: {}", job_.id,
+      const std::string error = fmt::format("could not deploy job {} to {}: {}", base.job_id(),
                                             tm->describe(), st.error_message());
       log::error("{}", error);
-      if (!isCurrent(attempt)) return;
+      if (!self->isCurrent(attempt)) return;
       for (auto [v, s] : subtasks) {
         runtime::TaskResult r;
         r.failed = true;
         r.error = error;
-        ended(v, s, std::move(r));
+        self->ended(v, s, std::move(r));
       }
     });
   }
@@ -473,9 +479,11 @@ void RemoteDeployment::ended(int vertex, int subtask, runtime::TaskResult result
     std::lock_guard lock(mu_);
     if (running_.erase({vertex, subtask}) == 0) return;
     events = events_;
+    ++ending_;
   }
   events->taskEnded(vertex, subtask, std::move(result));
   std::lock_guard lock(mu_);
+  --ending_;
   cv_.notify_all();
 }
 
@@ -489,7 +497,9 @@ runtime::TaskLocation RemoteDeployment::location(int, int subtask) const {
 void RemoteDeployment::join() {
   {
     std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] { return running_.empty(); });
+    // Not while an ended() call is still telling the scheduler: the
+    // scheduler may go once join() returns.
+    cv_.wait(lock, [&] { return running_.empty() && ending_ == 0; });
   }
   jm_.releaseSlots(job_.id);
 }
