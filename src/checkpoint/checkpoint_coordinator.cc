@@ -158,10 +158,20 @@ CheckpointCoordinator::SteadyTime CheckpointCoordinator::runDue(SteadyTime now) 
     }
   }
   run(deferred);
-  if (triggerFinal || triggerPeriodic) {
+  if (triggerFinal) {
     // A checkpoint nobody waits for: its outcome shows in the stats.
-    (void)trigger(CheckpointOptions{}, "", triggerFinal);
+    (void)trigger(CheckpointOptions{}, "", TriggerKind::kFinal);
     return now;  // something may be due again right away (e.g. min-pause 0)
+  }
+  if (triggerPeriodic) {
+    if (!trigger(CheckpointOptions{}, "", TriggerKind::kPeriodic).valid()) {
+      // Skipped: still due, looked at again shortly (a trigger passing its
+      // barrier on is done within milliseconds; a completion wakes the timer).
+      std::lock_guard lock(mu_);
+      nextTrigger_ = now;
+      return now + std::chrono::milliseconds(5);
+    }
+    return now;
   }
   return next;
 }
@@ -335,18 +345,27 @@ void CheckpointCoordinator::shutdown(JobStatus status) {
 
 std::future<CheckpointResult> CheckpointCoordinator::triggerCheckpoint(
     CheckpointOptions options, const std::string& savepointBase) {
-  return trigger(std::move(options), savepointBase, false);
+  return trigger(std::move(options), savepointBase, TriggerKind::kRequested);
 }
 
 std::future<CheckpointResult> CheckpointCoordinator::trigger(CheckpointOptions options,
                                                              const std::string& savepointBase,
-                                                             bool final) {
+                                                             TriggerKind kind) {
+  const bool final = kind == TriggerKind::kFinal;
   // Held until the gateway has passed the trigger on. Without it, a
   // savepoint (whose directory is created first) could reach the sources
   // after the periodic checkpoint that took the next id: they would inject
   // the newer barrier first, every task would give the older one up as
   // superseded, and the savepoint would wait for its timeout.
-  std::unique_lock triggering(triggerMu_);
+  // The periodic schedule does not wait for it (a savepoint may take a
+  // while to create its directory): it tries again shortly, and decides
+  // again under mu_ whether max-concurrent and min-pause allow it.
+  std::unique_lock triggering(triggerMu_, std::defer_lock);
+  if (kind != TriggerKind::kPeriodic) {
+    triggering.lock();
+  } else if (!triggering.try_lock()) {
+    return {};
+  }
   int64_t id = 0;
   std::set<TaskId> tasks;
   {
@@ -355,6 +374,10 @@ std::future<CheckpointResult> CheckpointCoordinator::trigger(CheckpointOptions o
       return failedFuture("the job is not running");
     }
     if (finalPhase_ && !final) return failedFuture("the job has finished");
+    if (kind == TriggerKind::kPeriodic) {
+      const bool room = static_cast<int>(pending_.size()) + completing_ < config_.maxConcurrent;
+      if (!room || steadyNow_() < lastCheckpointEnd_ + config_.minPause) return {};
+    }
     id = nextId_++;
     tasks.insert(tasks_.begin(), tasks_.end());
   }

@@ -179,8 +179,13 @@ class CheckpointCoordinator final : public CheckpointCoordinatorGateway {
   using Deferred = std::vector<std::function<void()>>;
   class GatewayLease;
 
+  // How a trigger came about: asked for (a savepoint, the CLI, a test),
+  // the periodic schedule (skipped, with no future, while another trigger
+  // passes its barrier on or when max-concurrent or min-pause no longer
+  // allow it), or the final checkpoint.
+  enum class TriggerKind { kRequested, kPeriodic, kFinal };
   std::future<CheckpointResult> trigger(CheckpointOptions options, const std::string& savepointBase,
-                                        bool final);
+                                        TriggerKind kind);
   void abortLocked(std::map<int64_t, PendingCheckpoint>::iterator it, const std::string& reason,
                    bool countsAsFailure, Deferred& deferred);
   void abortCompleting(PendingCheckpoint pending, CompletedCheckpoint* finalized,

@@ -49,6 +49,8 @@ void SubtaskCheckpointer::checkpointState(const CheckpointBarrier& barrier,
                                           std::span<const ChainedOperatorRef> operators,
                                           const std::function<void()>& emitBarrier) {
   lastCheckpointId_ = barrier.id;
+  taken_.push_back(barrier.id);
+  if (taken_.size() > 64) taken_.pop_front();
   if (emitBarrier) {
     for (const ChainedOperatorRef& o : operators) {
       try {

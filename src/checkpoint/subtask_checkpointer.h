@@ -21,8 +21,10 @@
 // the uploads: waitForPendingUploads() before they close.
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -85,6 +87,10 @@ class SubtaskCheckpointer {
   }
   // The newest checkpoint this task snapshotted, or -1.
   int64_t lastCheckpointId() const { return lastCheckpointId_; }
+  // Whether checkpointState() ran for checkpoint `id` (among the last 64).
+  bool tookCheckpoint(int64_t id) const {
+    return std::find(taken_.begin(), taken_.end(), id) != taken_.end();
+  }
 
   // Blocks until every upload this task started has acknowledged or
   // declined.
@@ -102,6 +108,7 @@ class SubtaskCheckpointer {
   const Setup setup_;
   int64_t incrementalCheckpointId_ = -1;  // task thread
   int64_t lastCheckpointId_ = -1;         // task thread
+  std::deque<int64_t> taken_;             // task thread: the last ids checkpointState() ran for
 
   std::mutex mu_;  // the task thread and the executor
   std::condition_variable uploadsDone_;

@@ -21,9 +21,12 @@ void SourceInputProcessor::triggerCheckpoint(const CheckpointBarrier& barrier,
     handler_.declineCheckpoint(barrier.id, "the source has stopped");
     return;
   }
-  if (options.drain) output_.emitWatermark(Watermark::max());
+  // An overtaken trigger is declined: a drain must not have ended event
+  // time, nor a stop have stopped the source, for it.
+  const bool overtaken = handler_.checkpointOvertaken(barrier.id);
+  if (options.drain && !overtaken) output_.emitWatermark(Watermark::max());
   handler_.performCheckpoint(barrier, options);
-  if (options.terminate) stopped_ = true;
+  if (options.terminate && !overtaken) stopped_ = true;
 }
 
 void SourceInputProcessor::abortCheckpoint(int64_t id,

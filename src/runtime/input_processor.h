@@ -50,6 +50,9 @@ class CheckpointHandler {
                                  const checkpoint::CheckpointOptions& options) = 0;
   // This task does not take checkpoint `id` (not a failure of it).
   virtual void declineCheckpoint(int64_t id, const std::string& reason) = 0;
+  // Whether the task took a newer (or the same) checkpoint before `id`:
+  // performCheckpoint() then declines it.
+  virtual bool checkpointOvertaken(int64_t id) const = 0;
 };
 
 class InputProcessor {

@@ -87,7 +87,14 @@ void Task::triggerCheckpoint(CheckpointBarrier barrier, checkpoint::CheckpointOp
       // A task that finished its input snapshots without barriers (its
       // outputs have ended): its operators' state as they finished. Checkpoints
       // taken while other tasks still run include it (Flink's FLIP-147).
-      if (barrier.id <= checkpointer_->lastCheckpointId()) return;  // took part through its barrier
+      if (checkpointer_->tookCheckpoint(barrier.id)) return;  // took part through its barrier
+      if (barrier.id < checkpointer_->lastCheckpointId()) {
+        // Overtaken by a newer trigger (one sent while the task finished):
+        // declined, as a running task declines it (performCheckpoint).
+        declineCheckpoint(barrier.id, fmt::format("the task took checkpoint {} before it",
+                                                  checkpointer_->lastCheckpointId()));
+        return;
+      }
       checkpointer_->checkpointState(barrier, options, chain_->operators(), nullptr);
       chain_->resetCurrentOperator();
     } else if (checkpointGateway_ != nullptr) {
@@ -133,7 +140,7 @@ bool Task::isIncrementalSnapshot(int64_t checkpointId) {
 void Task::performCheckpoint(const CheckpointBarrier& barrier,
                              const checkpoint::CheckpointOptions& options) {
   if (!checkpointer_) return;
-  if (barrier.id <= checkpointer_->lastCheckpointId()) {
+  if (checkpointOvertaken(barrier.id)) {
     // A trigger that overtook this one came first (the coordinator sends
     // them in order, so only a lost or delayed message does this): its
     // barrier is out already, and this one would follow it downstream,
@@ -151,6 +158,10 @@ void Task::performCheckpoint(const CheckpointBarrier& barrier,
     }
   });
   chain_->resetCurrentOperator();
+}
+
+bool Task::checkpointOvertaken(int64_t id) const {
+  return checkpointer_ && id <= checkpointer_->lastCheckpointId();
 }
 
 void Task::declineCheckpoint(int64_t id, const std::string& reason) {

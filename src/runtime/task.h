@@ -109,6 +109,7 @@ class Task final : public TaskControl, private ChainHost, private CheckpointHand
   void performCheckpoint(const CheckpointBarrier& barrier,
                          const checkpoint::CheckpointOptions& options) override;
   void declineCheckpoint(int64_t id, const std::string& reason) override;
+  bool checkpointOvertaken(int64_t id) const override;
 
   void registerIoMetrics();
   void runInputLoop(InputProcessor& processor);

@@ -5,6 +5,7 @@
 // except one test that waits a moment for something that must not happen.
 #include "checkpoint/checkpoint_coordinator.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -340,6 +341,44 @@ TEST_F(CoordinatorTest, TriggersReachTheTasksOneAtATimeInIdOrder) {
   std::future<CheckpointResult> savepoint = coordinator->triggerCheckpoint(o, dir.str());
   periodic.join();
   EXPECT_THAT(gateway.passedOn, ElementsAre(1, 2));
+  ackAll(1);
+  EXPECT_EQ(savepoint.get().id, 1);
+  ackAll(2);
+  EXPECT_THAT(gateway.completed, ElementsAre(1, 2));
+}
+
+// The periodic schedule comes due while a savepoint's trigger is on its way
+// (its directory may be slow to create), with room for a second checkpoint:
+// the timer does not wait for the trigger, and the periodic checkpoint
+// follows it a moment later.
+TEST_F(CoordinatorTest, APeriodicCheckpointDueWhileASavepointIsTriggeredDoesNotBlockTheTimer) {
+  test::TempDir dir("coordinator-periodic-behind-savepoint");
+  CheckpointCoordinatorConfig c = periodic(100);
+  c.maxConcurrent = 2;
+  start(c);
+  advance(0);
+  const Time due = now + Ms(100);
+  std::atomic<bool> timerReturned{false};
+  bool returnedWhileTriggering = false;
+  std::thread timer;
+  gateway.onTrigger = [&](int64_t id) {
+    if (id != 1) return;
+    timer = std::thread([&] {
+      coordinator->runDue(due);
+      timerReturned = true;
+    });
+    for (int i = 0; i < 5000 && !timerReturned; ++i) std::this_thread::sleep_for(Ms(1));
+    returnedWhileTriggering = timerReturned;
+  };
+  CheckpointOptions o;
+  o.type = CheckpointType::kSavepoint;
+  std::future<CheckpointResult> savepoint = coordinator->triggerCheckpoint(o, dir.str());
+  timer.join();
+  EXPECT_TRUE(returnedWhileTriggering) << "the timer waited for the savepoint's trigger";
+  EXPECT_THAT(gateway.triggered, ElementsAre(1));
+  now = due;
+  advance(5);
+  EXPECT_THAT(gateway.triggered, ElementsAre(1, 2));
   ackAll(1);
   EXPECT_EQ(savepoint.get().id, 1);
   ackAll(2);

@@ -3,13 +3,18 @@
 // its timeout: its barrier would follow the newer one downstream, where
 // every task gives it up. The coordinator sends triggers in id order
 // (checkpoint_coordinator_test.cc); here the newer trigger reaches the
-// readers around it, straight through the source's coordinator.
+// readers around it, straight through the source's coordinator. A
+// stop-with-savepoint --drain so declined has not ended event time nor
+// stopped the source.
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
+
+#include <unistd.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -27,17 +32,28 @@ using namespace sluice;
 using namespace sluice::runtime;
 using ::testing::HasSubstr;
 
+// Counts the records it is given and keeps the highest watermark it saw.
+struct Seen {
+  std::atomic<int64_t> records{0};
+  std::atomic<int64_t> maxWatermark{kMinTimestamp};
+};
+
 class CountingSink final : public Sink<int64_t> {
  public:
-  explicit CountingSink(std::shared_ptr<std::atomic<int64_t>> seen) : seen_(std::move(seen)) {}
+  explicit CountingSink(std::shared_ptr<Seen> seen) : seen_(std::move(seen)) {}
 
   class Writer final : public SinkWriter<int64_t> {
    public:
-    explicit Writer(std::shared_ptr<std::atomic<int64_t>> seen) : seen_(std::move(seen)) {}
-    void write(const int64_t&, const SinkWriterContext&) override { ++*seen_; }
+    explicit Writer(std::shared_ptr<Seen> seen) : seen_(std::move(seen)) {}
+    void write(const int64_t&, const SinkWriterContext& context) override {
+      if (context.currentWatermark() > seen_->maxWatermark.load()) {
+        seen_->maxWatermark.store(context.currentWatermark());
+      }
+      ++seen_->records;
+    }
 
    private:
-    std::shared_ptr<std::atomic<int64_t>> seen_;
+    std::shared_ptr<Seen> seen_;
   };
 
   std::unique_ptr<SinkWriter<int64_t>> createWriter(WriterInitContext&) const override {
@@ -45,11 +61,12 @@ class CountingSink final : public Sink<int64_t> {
   }
 
  private:
-  std::shared_ptr<std::atomic<int64_t>> seen_;
+  std::shared_ptr<Seen> seen_;
 };
 
-TEST(CheckpointOrderTest, ASourceDeclinesATriggerOlderThanItsLastCheckpoint) {
-  auto seen = std::make_shared<std::atomic<int64_t>>(0);
+// A parallelism-1 job of an unbounded sequence into a CountingSink, started
+// and seen running, with periodic checkpoints on but none due.
+std::shared_ptr<JobRun> startCounting(const std::shared_ptr<Seen>& seen) {
   StreamExecutionEnvironment env;
   env.setParallelism(1);
   env.fromSequence(1, 1'000'000'000'000)
@@ -61,23 +78,31 @@ TEST(CheckpointOrderTest, ASourceDeclinesATriggerOlderThanItsLastCheckpoint) {
   graph->jobName = "checkpoint order";
   graph->resolve();
   MiniClusterOptions options;
-  // Periodic checkpoints on, but none due while the test runs; a
-  // checkpoint nobody declines fails after 20 s.
+  // A checkpoint nobody declines fails after 20 s.
   options.configuration.set(options::kExecutionCheckpointingInterval, std::chrono::hours(1));
   options.configuration.set(options::kExecutionCheckpointingTimeout, std::chrono::seconds(20));
-
   auto run = JobRun::start(graph, options);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (seen->load() == 0 && std::chrono::steady_clock::now() < deadline) {
+  while (seen->records.load() == 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  ASSERT_GT(seen->load(), 0) << "the job did not start";
+  EXPECT_GT(seen->records.load(), 0) << "the job did not start";
+  return run;
+}
 
-  // Checkpoint 5 reaches the running reader first (the coordinator knows
-  // nothing of it and drops its acknowledgements).
-  auto* source = dynamic_cast<SourceCoordinatorHolder*>(run->scheduler().sourceCoordinator(0));
+// Checkpoint `id` reaches the running source reader straight from its
+// coordinator (the checkpoint coordinator knows nothing of it and drops its
+// acknowledgements).
+void triggerAtTheSource(JobRun& run, int64_t id) {
+  auto* source = dynamic_cast<SourceCoordinatorHolder*>(run.scheduler().sourceCoordinator(0));
   ASSERT_NE(source, nullptr);
-  (void)source->snapshotAndTrigger(CheckpointBarrier{5, 0}, checkpoint::CheckpointOptions{});
+  (void)source->snapshotAndTrigger(CheckpointBarrier{id, 0}, checkpoint::CheckpointOptions{});
+}
+
+TEST(CheckpointOrderTest, ASourceDeclinesATriggerOlderThanItsLastCheckpoint) {
+  auto seen = std::make_shared<Seen>();
+  auto run = startCounting(seen);
+  triggerAtTheSource(*run, 5);
   // Then the coordinator's checkpoint 1.
   std::string error;
   try {
@@ -88,6 +113,78 @@ TEST(CheckpointOrderTest, ASourceDeclinesATriggerOlderThanItsLastCheckpoint) {
   EXPECT_THAT(error, HasSubstr("Checkpoint 1 failed: the task took checkpoint 5 before it"));
   // A declined checkpoint does not count against the tolerable failures:
   // the job runs on.
+  EXPECT_EQ(run->state(), JobStatus::kRunning);
+  run->cancel();
+  EXPECT_EQ(run->wait().state, JobStatus::kCanceled);
+}
+
+TEST(CheckpointOrderTest, ADeclinedDrainingStopNeitherEndsEventTimeNorStopsTheSource) {
+  auto seen = std::make_shared<Seen>();
+  auto run = startCounting(seen);
+  triggerAtTheSource(*run, 5);
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() /
+      ("sluice-checkpoint-order-" + std::to_string(::getpid()));
+  std::string error;
+  try {
+    run->triggerSavepoint(dir.string(), /*terminate=*/true, /*drain=*/true);
+  } catch (const SluiceException& e) {
+    error = e.what();
+  }
+  EXPECT_THAT(error, HasSubstr("the task took checkpoint 5 before it"));
+  // The source reads on, and what it sends after the declined stop was
+  // never behind the maximum watermark.
+  const int64_t before = seen->records.load();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (seen->records.load() < before + 10'000 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_GE(seen->records.load(), before + 10'000) << "the source stopped";
+  EXPECT_LT(seen->maxWatermark.load(), Watermark::max().timestamp);
+  EXPECT_EQ(run->state(), JobStatus::kRunning);
+  run->cancel();
+  EXPECT_EQ(run->wait().state, JobStatus::kCanceled);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+// A task that has finished its input takes later checkpoints without
+// barriers; handed an older one after a newer, it declines it as a running
+// task does, instead of leaving it to its timeout.
+TEST(CheckpointOrderTest, AFinishedTaskDeclinesATriggerOlderThanItsLastCheckpoint) {
+  auto bounded = std::make_shared<Seen>();
+  auto unbounded = std::make_shared<Seen>();
+  StreamExecutionEnvironment env;
+  env.setParallelism(1);
+  env.fromSequence(1, 10).uid("ten").rebalance().sinkTo(CountingSink(bounded), "Ten").uid("ten-sink");
+  env.fromSequence(1, 1'000'000'000'000)
+      .uid("numbers")
+      .rebalance()
+      .sinkTo(CountingSink(unbounded), "Counting Sink")
+      .uid("count");
+  auto graph = std::make_shared<StreamGraph>(env.getStreamGraph());
+  graph->jobName = "checkpoint order, finished task";
+  graph->resolve();
+  MiniClusterOptions options;
+  options.configuration.set(options::kExecutionCheckpointingInterval, std::chrono::hours(1));
+  options.configuration.set(options::kExecutionCheckpointingTimeout, std::chrono::seconds(20));
+  auto run = JobRun::start(graph, options);
+  // The bounded source (vertex 0) finishes; the job runs on.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  auto finished = [&] { return run->scheduler().subtaskStatuses().at(0).at(0).state == "FINISHED"; };
+  while (!finished() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(finished()) << "the bounded source did not finish";
+  ASSERT_EQ(bounded->records.load(), 10);
+  triggerAtTheSource(*run, 5);  // the finished source task takes checkpoint 5
+  std::string error;
+  try {
+    run->triggerCheckpoint();
+  } catch (const SluiceException& e) {
+    error = e.what();
+  }
+  EXPECT_THAT(error, HasSubstr("Checkpoint 1 failed: the task took checkpoint 5 before it"));
   EXPECT_EQ(run->state(), JobStatus::kRunning);
   run->cancel();
   EXPECT_EQ(run->wait().state, JobStatus::kCanceled);
