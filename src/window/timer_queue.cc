@@ -7,9 +7,9 @@
 #include <utility>
 #include <vector>
 
-#include <sluice/core/status.h>
 #include <sluice/core/flat_hash_map.h>
 #include <sluice/core/serializer.h>
+#include <sluice/core/status.h>
 #include <sluice/window/timer_queue.h>
 
 namespace sluice::window {

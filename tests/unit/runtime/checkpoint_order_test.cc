@@ -6,6 +6,8 @@
 // readers around it, straight through the source's coordinator. A
 // stop-with-savepoint --drain so declined has not ended event time nor
 // stopped the source.
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -13,8 +15,6 @@
 #include <memory>
 #include <string>
 #include <thread>
-
-#include <unistd.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -122,9 +122,8 @@ TEST(CheckpointOrderTest, ADeclinedDrainingStopNeitherEndsEventTimeNorStopsTheSo
   auto seen = std::make_shared<Seen>();
   auto run = startCounting(seen);
   triggerAtTheSource(*run, 5);
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() /
-      ("sluice-checkpoint-order-" + std::to_string(::getpid()));
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("sluice-checkpoint-order-" + std::to_string(::getpid()));
   std::string error;
   try {
     run->triggerSavepoint(dir.string(), /*terminate=*/true, /*drain=*/true);
@@ -156,7 +155,11 @@ TEST(CheckpointOrderTest, AFinishedTaskDeclinesATriggerOlderThanItsLastCheckpoin
   auto unbounded = std::make_shared<Seen>();
   StreamExecutionEnvironment env;
   env.setParallelism(1);
-  env.fromSequence(1, 10).uid("ten").rebalance().sinkTo(CountingSink(bounded), "Ten").uid("ten-sink");
+  env.fromSequence(1, 10)
+      .uid("ten")
+      .rebalance()
+      .sinkTo(CountingSink(bounded), "Ten")
+      .uid("ten-sink");
   env.fromSequence(1, 1'000'000'000'000)
       .uid("numbers")
       .rebalance()
@@ -171,7 +174,9 @@ TEST(CheckpointOrderTest, AFinishedTaskDeclinesATriggerOlderThanItsLastCheckpoin
   auto run = JobRun::start(graph, options);
   // The bounded source (vertex 0) finishes; the job runs on.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  auto finished = [&] { return run->scheduler().subtaskStatuses().at(0).at(0).state == "FINISHED"; };
+  auto finished = [&] {
+    return run->scheduler().subtaskStatuses().at(0).at(0).state == "FINISHED";
+  };
   while (!finished() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
