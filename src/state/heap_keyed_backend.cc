@@ -37,6 +37,23 @@ class RestoredPart final : public heap::StateSnapshotPart {
   ForEach forEach_;
 };
 
+// A registered state's frozen tables followed by entries its operator
+// handed over (addToNextSnapshot).
+class WithEntriesPart final : public heap::StateSnapshotPart {
+ public:
+  WithEntriesPart(std::unique_ptr<heap::StateSnapshotPart> own, RestoredPart entries)
+      : own_(std::move(own)), entries_(std::move(entries)) {}
+  void writeKeyGroup(size_t g, uint16_t stateIndex, CanonicalSnapshotWriter& writer,
+                     int64_t now) override {
+    own_->writeKeyGroup(g, stateIndex, writer, now);
+    entries_.writeKeyGroup(g, stateIndex, writer, now);
+  }
+
+ private:
+  std::unique_ptr<heap::StateSnapshotPart> own_;
+  RestoredPart entries_;
+};
+
 // The current key's group and entry key, through one EntryKey.
 struct Locator {
   HashMapKeyedStateBackend& backend;
@@ -279,6 +296,7 @@ void HashMapKeyedStateBackend::dispose() {
   stateObjects().clear();
   tables_.clear();
   restored_.clear();
+  nextSnapshot_.clear();
 }
 
 std::unique_ptr<KeyedStateSnapshot> HashMapKeyedStateBackend::snapshot() {
@@ -291,7 +309,13 @@ std::unique_ptr<KeyedStateSnapshot> HashMapKeyedStateBackend::snapshot() {
   while (t != tables_.end() || r != restored_.end()) {
     if (r == restored_.end() || (t != tables_.end() && t->first < r->first)) {
       metas.push_back(t->second->meta());
-      parts.push_back(t->second->snapshot());
+      std::unique_ptr<heap::StateSnapshotPart> part = t->second->snapshot();
+      if (auto handed = nextSnapshot_.find(t->first); handed != nextSnapshot_.end()) {
+        part = std::make_unique<WithEntriesPart>(
+            std::move(part), RestoredPart(t->second->meta(), std::move(handed->second),
+                                          &HashMapKeyedStateBackend::forEachRestored));
+      }
+      parts.push_back(std::move(part));
       ++t;
     } else {
       const std::shared_ptr<RestoredEntries>& entries = r->second;
@@ -303,9 +327,25 @@ std::unique_ptr<KeyedStateSnapshot> HashMapKeyedStateBackend::snapshot() {
       ++r;
     }
   }
+  nextSnapshot_.clear();
   return std::make_unique<HeapKeyedStateSnapshot>(params().keySchema, params().maxParallelism,
                                                   keyGroupRange(), std::move(metas),
                                                   std::move(parts), clock().currentTimeMillis());
+}
+
+void HashMapKeyedStateBackend::addToNextSnapshot(
+    const std::string& stateName, std::shared_ptr<const std::vector<std::vector<uint8_t>>> groups) {
+  if (findTable(stateName) == nullptr) {
+    throw SluiceException("keyed state backend of " + params().operatorName +
+                          ": entries for state '" + stateName +
+                          "' handed to a snapshot, but no such state is registered");
+  }
+  if (groups == nullptr || groups->size() != numGroups_) {
+    throw SluiceException("keyed state backend of " + params().operatorName +
+                          ": entries for state '" + stateName + "' must come in " +
+                          std::to_string(numGroups_) + " key groups");
+  }
+  nextSnapshot_[stateName] = std::move(groups);
 }
 
 void HashMapKeyedStateBackend::restore(

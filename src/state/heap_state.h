@@ -529,6 +529,9 @@ class HashMapKeyedStateBackend final : public KeyedStateBackend {
   void forEachKey(const std::string& stateName,
                   const std::function<void(std::string_view key, int32_t keyGroup)>& fn) override;
   bool clearState(const std::string& stateName) override;
+  bool acceptsSnapshotEntries() const override { return true; }
+  void addToNextSnapshot(const std::string& stateName,
+                         std::shared_ptr<const std::vector<std::vector<uint8_t>>> groups) override;
   void dispose() override;
 
   std::unique_ptr<internal::ValueStorage> createValueStorage(const StateMetaInfo& meta,
@@ -571,6 +574,8 @@ class HashMapKeyedStateBackend final : public KeyedStateBackend {
   size_t numGroups_;
   std::map<std::string, std::unique_ptr<heap::StateTable>> tables_;
   std::map<std::string, std::shared_ptr<RestoredEntries>> restored_;
+  // addToNextSnapshot()'s entries, by state name, until snapshot().
+  std::map<std::string, std::shared_ptr<const std::vector<std::vector<uint8_t>>>> nextSnapshot_;
 };
 
 }  // namespace sluice

@@ -228,6 +228,13 @@ void KeyedStateBackend::failKeyGroup(int32_t keyGroup) const {
 
 bool KeyedStateBackend::clearState(const std::string&) { return false; }
 
+void KeyedStateBackend::addToNextSnapshot(
+    const std::string& stateName, std::shared_ptr<const std::vector<std::vector<uint8_t>>>) {
+  throw SluiceException("the " + std::string(name()) + " state backend of operator '" +
+                        params_.operatorName + "' takes no entries for state '" + stateName +
+                        "' into its snapshots");
+}
+
 std::unique_ptr<StateSnapshotWriter> KeyedStateBackend::nativeSnapshot(int64_t) { return nullptr; }
 
 void KeyedStateBackend::restoreNative(const std::vector<KeyedStateHandleRef>&) {

@@ -63,6 +63,9 @@ class KeyedStateHandler {
     return key;
   }
 
+  // `key`'s key group, as setCurrentKey() computes it.
+  int32_t keyGroupOf(const K& key) const { return keyGroups_.keyGroupOf(key); }
+
   bool initialized() const { return backend_ != nullptr; }
   KeyedStateBackend& backend() { return *backend_; }
   // The keyed part of checkpoint `checkpointId`: native and incremental

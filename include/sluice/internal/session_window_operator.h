@@ -41,9 +41,9 @@
 // Windows that fire at the same watermark fire in order of their firing
 // time, then by key number (Flink does not order timers of equal timestamp).
 //
-// State. The table is written into the keyed state backend when a snapshot
-// is taken (state "window-sessions", one value per key: its sessions) and
-// removed from it once the checkpoint completes; a restore loads the entries
+// State. A snapshot holds the table as the entries of keyed state
+// "window-sessions" (one value per key: its sessions), handed to it as the
+// sliced operator's slices are; a restore loads the entries
 // of the subtask's key groups and removes them, so rescaling redistributes
 // sessions by key group as any keyed state. A snapshot of the general
 // operator with event-time sessions (its "merging-window-set",
@@ -180,8 +180,7 @@ class SessionWindowOperator final
     }
   }
 
-  // The sessions go into the keyed state backend for the snapshot and out
-  // of it again once the checkpoint completed, or at the next snapshot.
+  // The sessions go to the snapshot (see TableWindowOperator::writeStored).
   OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
     this->removeWritten();
     for (uint32_t k = 0; k < keys_.size(); ++k) {

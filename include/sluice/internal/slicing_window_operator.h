@@ -28,10 +28,11 @@
 // ProcessWindowFunction's context (window, watermark, windowState,
 // globalState, side outputs) and its clear() at the window's cleanup.
 //
-// State. The table is written into the keyed state backend when a snapshot
-// is taken (state "window-slices", one value per key: the watermark the key
-// has seen, its slices, the windows it has still to fire again) and removed
-// from it once the checkpoint completes; a restore loads the entries of the
+// State. A snapshot holds the table as the entries of keyed state
+// "window-slices" (one value per key: the watermark the key has seen, its
+// slices, the windows it has still to fire again), serialized and handed to
+// the snapshot (or, on a backend that cannot take them, put into the state
+// and removed once the checkpoint completes); a restore loads the entries of the
 // subtask's key groups and removes them, so rescaling redistributes slices
 // by key group as any keyed state. The slicing itself is operator state
 // ("window-slices-layout"), checked on restore. A snapshot of the general
@@ -278,9 +279,11 @@ struct SlicingWindowSpec : TableWindowSpec<K, IN, ACC, V, OUT> {
 };
 
 // What the sliced and the session window operator share. Both keep their
-// windows in a table of their own and write it into the keyed state backend
-// (state `stateName`, one `Stored` per key) only while a snapshot is taken,
-// removing it again once the checkpoint completed or at the next snapshot.
+// windows in a table of their own; a snapshot holds it as the entries of
+// keyed state `stateName` (one `Stored` per key): serialized per key group
+// and handed to the snapshot where the backend takes that
+// (KeyedStateBackend::addToNextSnapshot, hashmap), else put into the state
+// and removed again once the checkpoint completed or at the next snapshot.
 // Here: the user's incremental and window functions, that keyed state, the
 // window function's operator state, and what a fired window is emitted
 // through (the ProcessWindowFunction context, side outputs, collector).
@@ -311,10 +314,31 @@ class TableWindowOperator : public OneInputOperator<IN, OUT> {
     stored_ =
         &getOrCreateValueState<VoidNamespace>(backend, ValueStateDescriptor<Stored>(stateName));
     storedName_ = stateName;
+    if (backend.acceptsSnapshotEntries()) {
+      const KeyGroupRange range = backend.keyGroupRange();
+      firstGroup_ = range.startKeyGroup;
+      entryBytes_.assign(static_cast<size_t>(range.endKeyGroup - range.startKeyGroup + 1), 0);
+    }
     return backend;
   }
-  // Writes scratch_ as `key`'s entry for the snapshot being taken.
+  // Writes scratch_ as `key`'s entry for the snapshot being taken: where
+  // the backend takes them, serialized into the entries handed to the
+  // snapshot (one append, no state put), else into the state.
   void writeStored(const K& key) {
+    if (!entryBytes_.empty()) {
+      if (snapshotEntries_ == nullptr) {
+        snapshotEntries_ = std::make_shared<std::vector<std::vector<uint8_t>>>(entryBytes_.size());
+        for (size_t g = 0; g < entryBytes_.size(); ++g) {
+          (*snapshotEntries_)[g].reserve(entryBytes_[g]);
+        }
+      }
+      std::vector<uint8_t>& group =
+          (*snapshotEntries_)[static_cast<size_t>(keyed_.keyGroupOf(key) - firstGroup_)];
+      appendEntryPart(group, [&](DataOutputView& o) { TypeSerializer<K>::serialize(key, o); });
+      appendEntryPart(group,
+                      [&](DataOutputView& o) { TypeSerializer<Stored>::serialize(scratch_, o); });
+      return;
+    }
     keyed_.setCurrentKey(key);
     stored_->update(scratch_);
     written_.push_back(key);
@@ -322,6 +346,14 @@ class TableWindowOperator : public OneInputOperator<IN, OUT> {
   // The snapshot, once every key's entry is written.
   OperatorStateSnapshot finishSnapshot(int64_t checkpointId) {
     OperatorStateSnapshot s;
+    if (!entryBytes_.empty()) {
+      std::shared_ptr<std::vector<std::vector<uint8_t>>> entries = std::move(snapshotEntries_);
+      snapshotEntries_ = nullptr;
+      if (entries == nullptr) entries = std::make_shared<std::vector<std::vector<uint8_t>>>();
+      entries->resize(entryBytes_.size());
+      for (size_t g = 0; g < entryBytes_.size(); ++g) entryBytes_[g] = (*entries)[g].size();
+      keyed_.backend().addToNextSnapshot(storedName_, std::move(entries));
+    }
     s.keyedState = keyed_.snapshot(checkpointId);
     s.operatorState =
         functionState_.snapshotCheckpointed(windowFunction_->checkpointed(), checkpointId);
@@ -371,6 +403,21 @@ class TableWindowOperator : public OneInputOperator<IN, OUT> {
     windowFunction_->clear(processCtx_);
   }
   void lateRecord(const StreamRecord<IN>& r) { emitLateRecord(lateOutput_, this->context(), r); }
+  // Appends to `group` what `write` serializes, as a varuint length and the
+  // bytes (serialized on the stack first: one append each).
+  template <class F>
+  void appendEntryPart(std::vector<uint8_t>& group, F write) {
+    uint8_t buffer[256];
+    entryPart_.clear();
+    DataOutputView part(buffer, sizeof buffer, entryPart_);
+    write(part);
+    uint8_t header[10];
+    std::vector<uint8_t> unused;
+    DataOutputView length(header, sizeof header, unused);
+    length.writeVarUint(part.size());
+    group.insert(group.end(), length.data(), length.data() + length.size());
+    group.insert(group.end(), part.data(), part.data() + part.size());
+  }
 
  public:
   void notifyCheckpointComplete(int64_t checkpointId) override {
@@ -408,8 +455,15 @@ class TableWindowOperator : public OneInputOperator<IN, OUT> {
   FunctionStateHandler functionState_;
   InternalValueState<VoidNamespace, Stored>* stored_ = nullptr;
   Stored scratch_;
-  const char* storedName_ = nullptr;          // stored_'s state name
-  std::vector<K> written_;                    // keys the last snapshot wrote into stored_
+  const char* storedName_ = nullptr;  // stored_'s state name
+  std::vector<K> written_;            // keys the last snapshot wrote into stored_
+  // Where the backend takes a snapshot's entries (hashmap): the entries of
+  // the snapshot being taken, per key group of the range from firstGroup_,
+  // and each group's size in the last one (reserved for the next).
+  std::shared_ptr<std::vector<std::vector<uint8_t>>> snapshotEntries_;
+  std::vector<size_t> entryBytes_;
+  int32_t firstGroup_ = 0;
+  std::vector<uint8_t> entryPart_;
   InternalTimerService<K, W> generalTimers_;  // a restored general operator's, to take over
   Output<IN>* lateOutput_ = nullptr;
   std::vector<V> values_;
@@ -477,9 +531,10 @@ class SlicingWindowOperator final
     }
   }
 
-  // The slices go into the keyed state backend for the snapshot and out of
-  // it again once the checkpoint completed (its snapshot is written by
-  // then, so removing them copies nothing), or at the next snapshot.
+  // The slices go to the snapshot (see writeStored); the windows to fire
+  // again go into keyed state and out of it once the checkpoint completed
+  // (its snapshot is written by then, so removing them copies nothing), or
+  // at the next snapshot.
   OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
     this->removeWritten();
     removeWrittenRefires();

@@ -156,6 +156,19 @@ class KeyedStateBackend {
   // clears key by key. A snapshot taken before keeps what it was taken with.
   virtual bool clearState(const std::string& stateName);
 
+  // Entries of state `stateName` that its operator keeps outside the
+  // backend (the sliced and session window operators' tables), handed to
+  // the next snapshot() instead of being put into the state key by key:
+  // per key group of this backend's range, from its start,
+  // (varuint key length, key, varuint value length, value)*, the key as
+  // setCurrentKey() takes it followed by the namespace's bytes, the value
+  // as the state's serializer writes it. The snapshot writes them as that
+  // state's entries, after its own. Only where acceptsSnapshotEntries()
+  // (hashmap); the state must be registered.
+  virtual bool acceptsSnapshotEntries() const { return false; }
+  virtual void addToNextSnapshot(const std::string& stateName,
+                                 std::shared_ptr<const std::vector<std::vector<uint8_t>>> groups);
+
   // Releases everything (RocksDB: closes the database and removes its
   // directory). Idempotent; the destructor calls it.
   virtual void dispose() = 0;

@@ -1,7 +1,8 @@
 // HashMapKeyedStateBackend: the three storage primitives, namespaces, many
 // keys over many key groups, snapshot and restore (also across a rescale),
-// copy-on-write snapshots written on another thread, schema checks on
-// restore, and restored state that is never registered.
+// copy-on-write snapshots written on another thread, entries an operator
+// hands to a snapshot, schema checks on restore, and restored state that is
+// never registered.
 //
 // Expected contents are always computed independently of the backend, in
 // std::map / std::vector models driven by the same operations.
@@ -562,6 +563,72 @@ TEST(HeapBackendTest, ClearStateEmptiesOneStateAndSparesASnapshotTakenBefore) {
   States a(*after);
   expectContents(*after, a, cleared, 3000);
   EXPECT_TRUE(backend->clearState("no-such-state"));
+}
+
+// Entries an operator keeps outside the backend, handed to the next
+// snapshot (the sliced window operator's slices): they are written as the
+// state's entries after its own, restore like them (also split across a
+// rescale), and belong to that one snapshot only. Entries for a state that
+// is not registered, or in the wrong number of key groups, are refused.
+TEST(HeapBackendTest, EntriesHandedToTheNextSnapshotAreWrittenAsTheStates) {
+  auto backend = newBackend();
+  ASSERT_TRUE(backend->acceptsSnapshotEntries());
+  States s(*backend);
+  std::map<int64_t, int64_t> expected;
+  for (int64_t k = 0; k < 1000; k += 3) {  // the state's own entries
+    setKey(*backend, k);
+    s.count.update(k * 10);
+    expected[k] = k * 10;
+  }
+  auto handed = std::make_shared<std::vector<std::vector<uint8_t>>>(128);
+  for (int64_t k = 1; k < 1000; k += 3) {  // the operator's, by key group
+    DataOutputView out((*handed)[static_cast<size_t>(assignToKeyGroup(k, 128))]);
+    const std::vector<uint8_t> key = testKeyBytes(k);
+    out.writeString({reinterpret_cast<const char*>(key.data()), key.size()});
+    std::vector<uint8_t> value;
+    DataOutputView v(value);
+    TypeSerializer<int64_t>::serialize(-k, v);
+    out.writeString({reinterpret_cast<const char*>(value.data()), value.size()});
+    expected[k] = -k;
+  }
+  backend->addToNextSnapshot("count", handed);
+  const auto bytes = snapshotBytes(*backend);
+
+  auto lower = newBackend(KeyGroupRange{0, 63});
+  auto upper = newBackend(KeyGroupRange{64, 127});
+  restoreFrom(*lower, bytes);
+  restoreFrom(*upper, bytes);
+  States l(*lower), u(*upper);
+  std::map<int64_t, int64_t> restored;
+  for (int64_t k = 0; k < 1000; ++k) {
+    const bool low = assignToKeyGroup(k, 128) < 64;
+    KeyedStateBackend& b = low ? *lower : *upper;
+    setKey(b, k);
+    if (std::optional<int64_t> v = (low ? l : u).count.value()) restored[k] = *v;
+  }
+  EXPECT_EQ(restored, expected);
+
+  // The next snapshot has the state's own entries only.
+  auto again = newBackend();
+  restoreFrom(*again, snapshotBytes(*backend));
+  States a(*again);
+  EXPECT_EQ(keysOf<int64_t>(*again, "count").size(), 334u);
+  setKey(*again, 1);
+  EXPECT_FALSE(a.count.value().has_value());
+
+  try {
+    backend->addToNextSnapshot("no-such-state", handed);
+    ADD_FAILURE() << "entries for an unregistered state were taken";
+  } catch (const SluiceException& e) {
+    EXPECT_THAT(e.what(), HasSubstr("'no-such-state'"));
+    EXPECT_THAT(e.what(), HasSubstr("no such state is registered"));
+  }
+  try {
+    backend->addToNextSnapshot("count", std::make_shared<std::vector<std::vector<uint8_t>>>(3));
+    ADD_FAILURE() << "entries in 3 key groups were taken by a backend of 128";
+  } catch (const SluiceException& e) {
+    EXPECT_THAT(e.what(), HasSubstr("must come in 128 key groups"));
+  }
 }
 
 TEST(HeapBackendTest, SnapshotRestoresIntoAFreshBackendWithIdenticalContents) {
