@@ -181,7 +181,6 @@ TEST(CheckpointOrderTest, AFinishedTaskDeclinesATriggerOlderThanItsLastCheckpoin
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   ASSERT_TRUE(finished()) << "the bounded source did not finish";
-  ASSERT_EQ(bounded->records.load(), 10);
   triggerAtTheSource(*run, 5);  // the finished source task takes checkpoint 5
   std::string error;
   try {
