@@ -3,7 +3,10 @@
 #include <bit>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -245,6 +248,35 @@ Probe probeOf(const Timer& t) { return Probe{t.timestamp, t.bytes.data(), t.byte
 
 }  // namespace
 
+// The asynchronous snapshots of a queue in flight, by sequence (1, 2, ...).
+// Finishing (any thread) and asking which is the oldest (the task thread)
+// go through the lock, which orders a snapshot's reads of a timer before
+// its reuse; anyInFlight() is the task thread's lock-free check for none.
+struct TimerQueue::SnapshotLedger {
+  uint64_t taken = 0;  // task thread: the newest snapshot's sequence
+  std::atomic<int> inFlight{0};
+  std::mutex mu;
+  std::set<uint64_t> running;
+
+  bool anyInFlight() const { return inFlight.load(std::memory_order_acquire) != 0; }
+  uint64_t start() {
+    std::lock_guard lock(mu);
+    running.insert(++taken);
+    inFlight.fetch_add(1, std::memory_order_relaxed);
+    return taken;
+  }
+  void finish(uint64_t sequence) {
+    std::lock_guard lock(mu);
+    running.erase(sequence);
+    inFlight.fetch_sub(1, std::memory_order_release);
+  }
+  // Timers held with a tag below it may be reused.
+  uint64_t oldestInFlight() {
+    std::lock_guard lock(mu);
+    return running.empty() ? std::numeric_limits<uint64_t>::max() : *running.begin();
+  }
+};
+
 // The timers of one domain: a binary min-heap in firing order over timers
 // kept in a slab (stable addresses, reused slots), and the de-duplication
 // index from (timestamp, bytes) to the timer. A removed timer leaves the
@@ -253,18 +285,21 @@ Probe probeOf(const Timer& t) { return Probe{t.timestamp, t.bytes.data(), t.byte
 // moving a far timer forward). Adding and firing are O(log n), removing
 // O(1), all without allocating once the slab and heap have grown.
 //
-// While an asynchronous snapshot is in flight (snapshotsInFlight, shared by
-// both domains and the snapshots), timers that leave the heap are held, not
-// reused: the snapshot reads them. The slab is shared with the snapshots,
-// which may outlive the queue.
+// While asynchronous snapshots are in flight (the ledger, shared by both
+// domains and the snapshots), timers that leave the heap are held, not
+// reused: a snapshot taken before may read them. Each is tagged with the
+// sequence of the newest snapshot taken then and reused once every snapshot
+// up to that one has finished. The slab is shared with the snapshots, which
+// may outlive the queue.
 struct TimerQueue::Domain {
-  explicit Domain(std::shared_ptr<std::atomic<int>> inFlight)
-      : snapshotsInFlight(std::move(inFlight)) {}
+  explicit Domain(std::shared_ptr<SnapshotLedger> l) : ledger(std::move(l)) {}
 
   std::shared_ptr<std::deque<Timer>> slab = std::make_shared<std::deque<Timer>>();
   std::vector<Timer*> freeTimers;
-  std::vector<Timer*> held;  // left the heap while a snapshot was in flight
-  std::shared_ptr<std::atomic<int>> snapshotsInFlight;
+  // Left the heap while snapshots were in flight: (the newest snapshot's
+  // sequence then, timer), in that order.
+  std::vector<std::pair<uint64_t, Timer*>> held;
+  std::shared_ptr<SnapshotLedger> ledger;
   // Removals stamp a timer with it; every snapshot moves it on.
   uint64_t epoch = 1;
   std::vector<Timer*> heap;  // live and dead timers
@@ -289,7 +324,7 @@ struct TimerQueue::Domain {
     auto [slot, added] = index.tryEmplace(probe);
     if (!added) return false;
     Timer* t;
-    if (freeTimers.empty() && !held.empty() && !snapshotInFlight()) reclaimHeld();
+    if (freeTimers.empty() && !held.empty()) reclaimHeld();
     if (freeTimers.empty()) {
       t = &slab->emplace_back();
     } else {
@@ -328,13 +363,12 @@ struct TimerQueue::Domain {
     return t;
   }
   void release(Timer* t) {
-    if (snapshotInFlight()) {
-      held.push_back(t);
+    if (ledger->anyInFlight()) {
+      held.emplace_back(ledger->taken, t);
       return;
     }
     if (!held.empty()) reclaimHeld();
-    t->bytes.release();
-    freeTimers.push_back(t);
+    free(t);
   }
   // Every live timer, in firing order.
   std::vector<const Timer*> sorted() const {
@@ -357,15 +391,16 @@ struct TimerQueue::Domain {
  private:
   // The heap's order, for the std heap functions (a max-heap of "fires later").
   static bool later(const Timer* a, const Timer* b) { return firesBefore(*b, *a); }
-  // Acquire: once no snapshot is in flight, what the snapshots read
-  // happened before the timers are written again.
-  bool snapshotInFlight() const { return snapshotsInFlight->load(std::memory_order_acquire) != 0; }
+  void free(Timer* t) {
+    t->bytes.release();
+    freeTimers.push_back(t);
+  }
+  // Frees the held timers no snapshot in flight may still read.
   void reclaimHeld() {
-    for (Timer* t : held) {
-      t->bytes.release();
-      freeTimers.push_back(t);
-    }
-    held.clear();
+    const uint64_t oldest = ledger->oldestInFlight();
+    size_t n = 0;
+    while (n < held.size() && held[n].first < oldest) free(held[n++].second);
+    held.erase(held.begin(), held.begin() + static_cast<std::ptrdiff_t>(n));
   }
   void dropDeadTop() {
     while (!heap.front()->live()) {
@@ -390,9 +425,9 @@ struct TimerQueue::Domain {
 };
 
 TimerQueue::TimerQueue()
-    : snapshotsInFlight_(std::make_shared<std::atomic<int>>(0)),
-      event_(std::make_unique<Domain>(snapshotsInFlight_)),
-      processing_(std::make_unique<Domain>(snapshotsInFlight_)) {}
+    : ledger_(std::make_shared<SnapshotLedger>()),
+      event_(std::make_unique<Domain>(ledger_)),
+      processing_(std::make_unique<Domain>(ledger_)) {}
 
 TimerQueue::~TimerQueue() = default;
 
@@ -455,6 +490,10 @@ void TimerQueue::fireUpTo(Domain& d, int64_t time, const Callback& callback) {
 
 size_t TimerQueue::size(TimeDomain which) const { return domain(which).size(); }
 
+size_t TimerQueue::allocatedTimers() const {
+  return event_->slab->size() + processing_->slab->size();
+}
+
 void TimerQueue::forEach(
     TimeDomain which,
     const std::function<void(int64_t timestamp, std::string_view bytes)>& fn) const {
@@ -488,7 +527,8 @@ struct PendingSnapshot {
       return live;
     }
   };
-  std::shared_ptr<std::atomic<int>> inFlight;
+  std::shared_ptr<TimerQueue::SnapshotLedger> ledger;
+  uint64_t sequence = 0;
   Part event;
   Part processing;
   bool done = false;
@@ -510,7 +550,7 @@ struct PendingSnapshot {
     done = true;
     event.timers = {};
     processing.timers = {};
-    inFlight->fetch_sub(1, std::memory_order_release);
+    ledger->finish(sequence);
   }
 };
 
@@ -518,8 +558,8 @@ struct PendingSnapshot {
 
 std::function<std::string()> TimerQueue::snapshotLater() {
   auto pending = std::make_shared<PendingSnapshot>();
-  pending->inFlight = snapshotsInFlight_;
-  pending->inFlight->fetch_add(1, std::memory_order_relaxed);
+  pending->ledger = ledger_;
+  pending->sequence = ledger_->start();
   for (auto [domain, part] : {std::pair{event_.get(), &pending->event},
                               std::pair{processing_.get(), &pending->processing}}) {
     part->slab = domain->slab;

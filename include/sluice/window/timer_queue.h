@@ -20,7 +20,6 @@
 // Threading: the task thread only. Callbacks run on it, between records.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -60,6 +59,9 @@ class TimerQueue {
   void advanceWatermark(int64_t watermark);
 
   size_t size(TimeDomain domain) const;
+  // Timers the queue has memory for (live, dead, free or held for a
+  // snapshot in flight), in both domains.
+  size_t allocatedTimers() const;
   // Visits each timer of the domain in firing order.
   void forEach(TimeDomain domain,
                const std::function<void(int64_t timestamp, std::string_view bytes)>& fn) const;
@@ -73,6 +75,8 @@ class TimerQueue {
   // run or is destroyed, timers that fire or are removed are not reused,
   // and the function keeps what it reads alive past the queue.
   std::function<std::string()> snapshotLater();
+  // The snapshots in flight (defined in timer_queue.cc).
+  struct SnapshotLedger;
   // Adds the timers of `snapshot` whose key group is in `range`. Throws
   // SerializationError naming what is wrong with a damaged snapshot.
   void restore(std::string_view snapshot, KeyGroupRange range);
@@ -86,7 +90,7 @@ class TimerQueue {
   void fireUpTo(Domain& d, int64_t time, const Callback& callback);
 
   OperatorContext* context_ = nullptr;
-  std::shared_ptr<std::atomic<int>> snapshotsInFlight_;
+  std::shared_ptr<SnapshotLedger> ledger_;  // the asynchronous snapshots in flight
   Callback onEventTime_;
   Callback onProcessingTime_;
   std::unique_ptr<Domain> event_;

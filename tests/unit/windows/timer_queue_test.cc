@@ -230,7 +230,8 @@ TEST(TimerQueueTest, ASnapshotWrittenLaterHoldsTheTimersOfItsMoment) {
     std::string bytes;
     if (onAnotherThread) {
       std::thread writer([&] { bytes = t.write(); });
-      // The queue goes on while the snapshot is written.
+      // The queue goes on while the snapshot is written: timers are added,
+      // removed and fired.
       for (int i = 0; i < 200; ++i) {
         std::string b = randomBytes(rng);
         const int64_t ts = watermark + 1 + static_cast<int64_t>(rng() % 30);
@@ -239,6 +240,7 @@ TEST(TimerQueueTest, ASnapshotWrittenLaterHoldsTheTimersOfItsMoment) {
           const auto& k = known[rng() % known.size()];
           h->remove(TimeDomain::EVENT_TIME, k.first, k.second);
         }
+        if (i % 20 == 0) h->queue.advanceWatermark(++watermark);
       }
       writer.join();
     } else {
@@ -273,6 +275,31 @@ TEST(TimerQueueTest, ASnapshotWrittenLaterHoldsTheTimersOfItsMoment) {
   if (!pending.empty()) pending.pop_back();
   h.reset();
   while (!pending.empty()) writeOne(false);
+}
+
+// Timers that fire while snapshots overlap are reused once every snapshot
+// that may read them has finished, even while a later one still runs.
+TEST(TimerQueueTest, TimersHeldForAFinishedSnapshotAreReusedWhileALaterOneRuns) {
+  Harness h(0);
+  std::vector<std::string> first, second;
+  for (int i = 0; i < 1000; ++i) {
+    first.push_back("first-" + std::to_string(i));
+    h.add(TimeDomain::EVENT_TIME, 10, first.back());
+  }
+  ASSERT_EQ(h.queue.allocatedTimers(), 1000u);
+  std::function<std::string()> a = h.queue.snapshotLater();
+  const std::string expectedA = h.queue.snapshot();
+  h.queue.advanceWatermark(10);                              // all fire: held for snapshot a
+  std::function<std::string()> b = h.queue.snapshotLater();  // of an empty queue
+  EXPECT_EQ(a(), expectedA);
+  for (int i = 0; i < 1000; ++i) {
+    second.push_back("second-" + std::to_string(i));
+    h.add(TimeDomain::EVENT_TIME, 20, second.back());
+  }
+  EXPECT_EQ(h.queue.allocatedTimers(), 1000u) << "the timers snapshot a held were not reused";
+  EXPECT_EQ(b(), std::string(4, '\0'));  // no timers
+  h.queue.advanceWatermark(20);
+  EXPECT_EQ(h.firedCount, 2000);
 }
 
 }  // namespace
