@@ -87,4 +87,78 @@ class KeyedStateHandler {
   KeyGroupAssigner keyGroups_{128};
 };
 
+// Entries of one keyed state that an operator keeps in a table of its own,
+// serialized per key group for its backend's next snapshot
+// (KeyedStateBackend::addToNextSnapshot) instead of put into the state key
+// by key: one append per key, nothing to take out again afterwards.
+template <class K>
+class SnapshotEntries {
+ public:
+  // Whether `backend` takes such entries; if so, sized to its key groups.
+  bool prepare(const KeyedStateBackend& backend) {
+    if (!backend.acceptsSnapshotEntries()) return false;
+    const KeyGroupRange range = backend.keyGroupRange();
+    firstGroup_ = range.startKeyGroup;
+    lastBytes_.assign(static_cast<size_t>(range.endKeyGroup - range.startKeyGroup + 1), 0);
+    return true;
+  }
+  bool prepared() const { return !lastBytes_.empty(); }
+  // Drops what was added and not handed over (a snapshot that failed
+  // halfway): call before a snapshot's first add().
+  void reset() { groups_ = nullptr; }
+  // `key`'s entry (in key group `keyGroup`): the value as TypeSerializer<V>
+  // writes it, the state's serializer.
+  template <class V>
+  void add(int32_t keyGroup, const K& key, const V& value) {
+    if (groups_ == nullptr) {
+      // Each group reserves what it took in the last snapshot.
+      groups_ = std::make_shared<std::vector<std::vector<uint8_t>>>(lastBytes_.size());
+      for (size_t g = 0; g < lastBytes_.size(); ++g) (*groups_)[g].reserve(lastBytes_[g]);
+    }
+    const auto g = static_cast<size_t>(keyGroup - firstGroup_);  // negative: wraps, fails below
+    if (g >= lastBytes_.size()) {
+      throw SluiceException(
+          "key group " + std::to_string(keyGroup) + " of a key in the snapshot is not in this " +
+          "subtask's range [" + std::to_string(firstGroup_) + ", " +
+          std::to_string(firstGroup_ + static_cast<int32_t>(lastBytes_.size()) - 1) +
+          "] (was the key selector deterministic?)");
+    }
+    std::vector<uint8_t>& group = (*groups_)[g];
+    appendPart(group, [&](DataOutputView& out) { TypeSerializer<K>::serialize(key, out); });
+    appendPart(group, [&](DataOutputView& out) { TypeSerializer<V>::serialize(value, out); });
+  }
+  // Hands what was added since the last call (possibly nothing) to
+  // `backend`'s next snapshot as state `stateName`'s entries.
+  void handTo(KeyedStateBackend& backend, const std::string& stateName) {
+    std::shared_ptr<std::vector<std::vector<uint8_t>>> groups = std::move(groups_);
+    groups_ = nullptr;
+    if (groups == nullptr) groups = std::make_shared<std::vector<std::vector<uint8_t>>>();
+    groups->resize(lastBytes_.size());
+    for (size_t g = 0; g < lastBytes_.size(); ++g) lastBytes_[g] = (*groups)[g].size();
+    backend.addToNextSnapshot(stateName, std::move(groups));
+  }
+
+ private:
+  // Appends what `write` serializes as a varuint length and the bytes
+  // (serialized on the stack first: one append each).
+  template <class F>
+  void appendPart(std::vector<uint8_t>& group, F write) {
+    uint8_t buffer[256];
+    overflow_.clear();
+    DataOutputView part(buffer, sizeof buffer, overflow_);
+    write(part);
+    uint8_t header[10];
+    std::vector<uint8_t> unused;
+    DataOutputView length(header, sizeof header, unused);
+    length.writeVarUint(part.size());
+    group.insert(group.end(), length.data(), length.data() + length.size());
+    group.insert(group.end(), part.data(), part.data() + part.size());
+  }
+
+  std::shared_ptr<std::vector<std::vector<uint8_t>>> groups_;  // of the snapshot being taken
+  std::vector<size_t> lastBytes_;                              // per group, in the last one
+  int32_t firstGroup_ = 0;
+  std::vector<uint8_t> overflow_;
+};
+
 }  // namespace sluice::internal

@@ -1051,11 +1051,12 @@ concept InPlaceReducer = requires(const F& f, T& acc, const T& in) {
 //
 // On the `hashmap` backend the running values live in a table keyed by the
 // typed key instead, so an element costs one hash probe, with no key
-// serialization and no backend call: a snapshot writes the table into
-// "_op_state" (and takes it out again), a restore reads it from there. The
-// sync part of a checkpoint is then proportional to the number of keys. A
-// rich reduce function, which may use keyed state of its own, and keys
-// without operator== keep the backend path.
+// serialization and no backend call: a snapshot takes the table as the
+// entries of "_op_state" (serialized per key group and handed to it, see
+// SnapshotEntries), a restore reads it from there. The sync part of a
+// checkpoint is then proportional to the number of keys. A rich reduce
+// function, which may use keyed state of its own, and keys without
+// operator== keep the backend path.
 template <class T, class K, class F, class KeySelector>
 class KeyedReduceOperator final : public KeyedUdfOperator<OneInputOperator<T, T>, F, K> {
   using Base = KeyedUdfOperator<OneInputOperator<T, T>, F, K>;
@@ -1069,28 +1070,19 @@ class KeyedReduceOperator final : public KeyedUdfOperator<OneInputOperator<T, T>
     values_ = &getOrCreateValueState<VoidNamespace>(this->keyed_.backend(),
                                                     ValueStateDescriptor<T>("_op_state"));
     if constexpr (kCanTable) {
-      inTable_ = std::string_view(this->keyed_.backend().name()) == "hashmap";
+      inTable_ = std::string_view(this->keyed_.backend().name()) == "hashmap" &&
+                 entries_.prepare(this->keyed_.backend());
       if (inTable_) takeFromBackend();
     }
   }
   OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
     if constexpr (kCanTable) {
       if (inTable_) {
+        entries_.reset();  // what a snapshot that failed halfway added
         table_.forEach([this](const K& key, const StreamRecord<T>& running) {
-          this->keyed_.setCurrentKey(key);
-          values_->update(running.value);
+          entries_.add(this->keyed_.keyGroupOf(key), key, running.value);
         });
-        OperatorStateSnapshot s = Base::snapshotState(checkpointId);
-        // Out again at once: the snapshot keeps the tables it was taken
-        // with. (A clear per key would first copy each table the snapshot
-        // still has to read.)
-        if (!this->keyed_.backend().clearState("_op_state")) {
-          table_.forEach([this](const K& key, const StreamRecord<T>&) {
-            this->keyed_.setCurrentKey(key);
-            values_->clear();
-          });
-        }
-        return s;
+        entries_.handTo(this->keyed_.backend(), "_op_state");
       }
     }
     return Base::snapshotState(checkpointId);
@@ -1171,6 +1163,7 @@ class KeyedReduceOperator final : public KeyedUdfOperator<OneInputOperator<T, T>
   bool inTable_ = false;
   // Each key's running value, in the record it is emitted in.
   FlatHashMap<K, StreamRecord<T>, TableKeyHash<K>> table_;
+  SnapshotEntries<K> entries_;  // the table's, for a snapshot
 };
 
 template <class IN1, class IN2, class OUT, class F>

@@ -314,29 +314,15 @@ class TableWindowOperator : public OneInputOperator<IN, OUT> {
     stored_ =
         &getOrCreateValueState<VoidNamespace>(backend, ValueStateDescriptor<Stored>(stateName));
     storedName_ = stateName;
-    if (backend.acceptsSnapshotEntries()) {
-      const KeyGroupRange range = backend.keyGroupRange();
-      firstGroup_ = range.startKeyGroup;
-      entryBytes_.assign(static_cast<size_t>(range.endKeyGroup - range.startKeyGroup + 1), 0);
-    }
+    entries_.prepare(backend);
     return backend;
   }
   // Writes scratch_ as `key`'s entry for the snapshot being taken: where
   // the backend takes them, serialized into the entries handed to the
   // snapshot (one append, no state put), else into the state.
   void writeStored(const K& key) {
-    if (!entryBytes_.empty()) {
-      if (snapshotEntries_ == nullptr) {
-        snapshotEntries_ = std::make_shared<std::vector<std::vector<uint8_t>>>(entryBytes_.size());
-        for (size_t g = 0; g < entryBytes_.size(); ++g) {
-          (*snapshotEntries_)[g].reserve(entryBytes_[g]);
-        }
-      }
-      std::vector<uint8_t>& group =
-          (*snapshotEntries_)[static_cast<size_t>(keyed_.keyGroupOf(key) - firstGroup_)];
-      appendEntryPart(group, [&](DataOutputView& o) { TypeSerializer<K>::serialize(key, o); });
-      appendEntryPart(group,
-                      [&](DataOutputView& o) { TypeSerializer<Stored>::serialize(scratch_, o); });
+    if (entries_.prepared()) {
+      entries_.add(keyed_.keyGroupOf(key), key, scratch_);
       return;
     }
     keyed_.setCurrentKey(key);
@@ -346,14 +332,7 @@ class TableWindowOperator : public OneInputOperator<IN, OUT> {
   // The snapshot, once every key's entry is written.
   OperatorStateSnapshot finishSnapshot(int64_t checkpointId) {
     OperatorStateSnapshot s;
-    if (!entryBytes_.empty()) {
-      std::shared_ptr<std::vector<std::vector<uint8_t>>> entries = std::move(snapshotEntries_);
-      snapshotEntries_ = nullptr;
-      if (entries == nullptr) entries = std::make_shared<std::vector<std::vector<uint8_t>>>();
-      entries->resize(entryBytes_.size());
-      for (size_t g = 0; g < entryBytes_.size(); ++g) entryBytes_[g] = (*entries)[g].size();
-      keyed_.backend().addToNextSnapshot(storedName_, std::move(entries));
-    }
+    if (entries_.prepared()) entries_.handTo(keyed_.backend(), storedName_);
     s.keyedState = keyed_.snapshot(checkpointId);
     s.operatorState =
         functionState_.snapshotCheckpointed(windowFunction_->checkpointed(), checkpointId);
@@ -362,7 +341,11 @@ class TableWindowOperator : public OneInputOperator<IN, OUT> {
   // Removes what the last snapshot wrote from the backend: the whole state
   // at once where the backend can (the state holds nothing else: restored
   // entries were taken out when the operator started), else key by key.
-  void removeWritten() { removeWrittenFrom(storedName_, stored_, written_); }
+  // Also drops entries a snapshot that failed halfway added.
+  void removeWritten() {
+    entries_.reset();
+    removeWrittenFrom(storedName_, stored_, written_);
+  }
   // `state` may be null when nothing was written (a state the operator
   // does not use).
   template <class T>
@@ -403,21 +386,6 @@ class TableWindowOperator : public OneInputOperator<IN, OUT> {
     windowFunction_->clear(processCtx_);
   }
   void lateRecord(const StreamRecord<IN>& r) { emitLateRecord(lateOutput_, this->context(), r); }
-  // Appends to `group` what `write` serializes, as a varuint length and the
-  // bytes (serialized on the stack first: one append each).
-  template <class F>
-  void appendEntryPart(std::vector<uint8_t>& group, F write) {
-    uint8_t buffer[256];
-    entryPart_.clear();
-    DataOutputView part(buffer, sizeof buffer, entryPart_);
-    write(part);
-    uint8_t header[10];
-    std::vector<uint8_t> unused;
-    DataOutputView length(header, sizeof header, unused);
-    length.writeVarUint(part.size());
-    group.insert(group.end(), length.data(), length.data() + length.size());
-    group.insert(group.end(), part.data(), part.data() + part.size());
-  }
 
  public:
   void notifyCheckpointComplete(int64_t checkpointId) override {
@@ -457,13 +425,8 @@ class TableWindowOperator : public OneInputOperator<IN, OUT> {
   Stored scratch_;
   const char* storedName_ = nullptr;  // stored_'s state name
   std::vector<K> written_;            // keys the last snapshot wrote into stored_
-  // Where the backend takes a snapshot's entries (hashmap): the entries of
-  // the snapshot being taken, per key group of the range from firstGroup_,
-  // and each group's size in the last one (reserved for the next).
-  std::shared_ptr<std::vector<std::vector<uint8_t>>> snapshotEntries_;
-  std::vector<size_t> entryBytes_;
-  int32_t firstGroup_ = 0;
-  std::vector<uint8_t> entryPart_;
+  // Where the backend takes them (hashmap), a snapshot's entries go there.
+  SnapshotEntries<K> entries_;
   InternalTimerService<K, W> generalTimers_;  // a restored general operator's, to take over
   Output<IN>* lateOutput_ = nullptr;
   std::vector<V> values_;

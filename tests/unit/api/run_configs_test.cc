@@ -1,7 +1,8 @@
 // The stateful operators besides windows, each under every run
 // configuration of tests/harness/operator_runner.h (straight, snapshot and
 // restore after every step and after every third, rescale 1<->2 likewise,
-// rocksdb, tiered with a tiny budget): a
+// rocksdb, tiered with a tiny budget): a keyed running reduce (on hashmap
+// its table of running values, handed to each snapshot serialized), a
 // keyed process function with event-time timers, a keyed co-process
 // function, an interval join, a keyed broadcast process function and state
 // with a time-to-live. The expected output of each step is worked out by
@@ -10,6 +11,7 @@
 // restores are in tests/unit/sinks and its fault injection in tests/slow.)
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -95,6 +97,60 @@ TEST_P(RunConfigTest, KeyedProcessFunctionStateAndTimers) {
   r.endOfInput();
   EXPECT_EQ(rendered(r.endStep(), renderKV), (V{"a=6", "c=1"}));
   r.close();
+}
+
+// ---- keyed running reduce --------------------------------------------------------
+
+// keyBy(...).reduce(...): every element emits its key's running sum; the sums
+// of string and integer keys (two table types) survive every restore and
+// rescale.
+TEST_P(RunConfigTest, KeyedRunningReduceKeepsEachKeysSum) {
+  StreamExecutionEnvironment env;
+  auto op = env.fromCollection(std::vector<KV>{})
+                .keyBy([](const KV& e) { return e.first; })
+                .reduce([](const KV& acc, const KV& e) {
+                  return KV{acc.first, acc.second + e.second};
+                });
+  OperatorRunner<KV> r(env.getStreamGraph().node(op.getId()).factory, GetParam());
+  r.open();
+  auto element = [&](const std::string& k, int64_t v) {
+    r.element(0, KV{k, v}, 0, r.keyGroupOf(k));
+    return rendered(r.endStep(), renderKV);
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(element("a", 1), V{"a=1"});
+  EXPECT_EQ(element("b", 10), V{"b=10"});
+  EXPECT_EQ(element("a", 2), V{"a=3"});
+  EXPECT_EQ(element("c", 100), V{"c=100"});
+  EXPECT_EQ(element("b", 20), V{"b=30"});
+  EXPECT_EQ(element("a", 4), V{"a=7"});
+  EXPECT_EQ(element("c", -50), V{"c=50"});
+  EXPECT_EQ(element("d", 5), V{"d=5"});
+  EXPECT_EQ(element("b", 1), V{"b=31"});
+  EXPECT_EQ(element("d", 5), V{"d=10"});
+  r.endOfInput();
+  EXPECT_EQ(rendered(r.endStep(), renderKV), V{});
+  r.close();
+
+  using IV = std::pair<int64_t, int64_t>;
+  StreamExecutionEnvironment ints;
+  auto sum = ints.fromCollection(std::vector<IV>{})
+                 .keyBy([](const IV& e) { return e.first; })
+                 .reduce([](const IV& acc, const IV& e) {
+                   return IV{acc.first, acc.second + e.second};
+                 });
+  OperatorRunner<IV> n(ints.getStreamGraph().node(sum.getId()).factory, GetParam());
+  n.open();
+  std::map<int64_t, int64_t> model;
+  for (int64_t i = 0; i < 60; ++i) {
+    const int64_t key = (i * 7) % 13;
+    n.element(0, IV{key, i}, 0, n.keyGroupOf(key));
+    model[key] += i;
+    const std::vector<StreamRecord<IV>> out = n.endStep();
+    ASSERT_EQ(out.size(), 1u) << "element " << i;
+    EXPECT_EQ(out[0].value, (IV{key, model[key]})) << "element " << i;
+  }
+  n.close();
 }
 
 // ---- two keyed inputs ----------------------------------------------------------

@@ -26,6 +26,7 @@
 #include <sluice/core/key_hash.h>
 #include <sluice/core/serializer.h>
 #include <sluice/internal/keyed_state.h>
+#include <sluice/internal/keyed_state_handler.h>
 #include <sluice/state/keyed_state_backend.h>
 #include <sluice/state/snapshot.h>
 
@@ -628,6 +629,48 @@ TEST(HeapBackendTest, EntriesHandedToTheNextSnapshotAreWrittenAsTheStates) {
     ADD_FAILURE() << "entries in 3 key groups were taken by a backend of 128";
   } catch (const SluiceException& e) {
     EXPECT_THAT(e.what(), HasSubstr("must come in 128 key groups"));
+  }
+}
+
+// SnapshotEntries, what the table operators hand a snapshot with: the
+// entries of a snapshot that failed halfway are dropped by reset(), not
+// written by the next one; a key outside the subtask's key groups is
+// refused, naming its group and the range.
+TEST(HeapBackendTest, SnapshotEntriesOfAFailedSnapshotAreDroppedAndForeignKeysRefused) {
+  auto backend = newBackend(KeyGroupRange{0, 63});
+  States s(*backend);
+  internal::SnapshotEntries<int64_t> entries;
+  ASSERT_TRUE(entries.prepare(*backend));
+  std::vector<int64_t> lower;  // keys of the backend's groups
+  for (int64_t k = 0; lower.size() < 200; ++k) {
+    if (assignToKeyGroup(k, 128) < 64) lower.push_back(k);
+  }
+  for (size_t i = 0; i < 100; ++i) entries.add(assignToKeyGroup(lower[i], 128), lower[i], -1L);
+  entries.reset();  // that snapshot failed
+  std::map<int64_t, int64_t> expected;
+  for (size_t i = 100; i < 200; ++i) {
+    entries.add(assignToKeyGroup(lower[i], 128), lower[i], lower[i] * 2);
+    expected[lower[i]] = lower[i] * 2;
+  }
+  entries.handTo(*backend, "count");
+  auto restored = newBackend(KeyGroupRange{0, 63});
+  restoreFrom(*restored, snapshotBytes(*backend));
+  States r(*restored);
+  std::map<int64_t, int64_t> got;
+  for (int64_t k : lower) {
+    setKey(*restored, k);
+    if (std::optional<int64_t> v = r.count.value()) got[k] = *v;
+  }
+  EXPECT_EQ(got, expected);
+
+  int64_t foreign = 0;
+  while (assignToKeyGroup(foreign, 128) < 64) ++foreign;
+  try {
+    entries.add(assignToKeyGroup(foreign, 128), foreign, 1L);
+    ADD_FAILURE() << "a key of key group " << assignToKeyGroup(foreign, 128) << " was taken";
+  } catch (const SluiceException& e) {
+    EXPECT_THAT(e.what(), HasSubstr("key group " + std::to_string(assignToKeyGroup(foreign, 128))));
+    EXPECT_THAT(e.what(), HasSubstr("range [0, 63]"));
   }
 }
 
