@@ -251,10 +251,13 @@ Probe probeOf(const Timer& t) { return Probe{t.timestamp, t.bytes.data(), t.byte
 // The asynchronous snapshots of a queue in flight, by sequence (1, 2, ...).
 // Finishing (any thread) and asking which is the oldest (the task thread)
 // go through the lock, which orders a snapshot's reads of a timer before
-// its reuse; anyInFlight() is the task thread's lock-free check for none.
+// its reuse; anyInFlight() is the task thread's lock-free check for none,
+// finished() tells it without the lock whether anything finished since it
+// last looked (nothing held becomes reusable otherwise).
 struct TimerQueue::SnapshotLedger {
   uint64_t taken = 0;  // task thread: the newest snapshot's sequence
   std::atomic<int> inFlight{0};
+  std::atomic<uint64_t> finishedCount{0};
   std::mutex mu;
   std::set<uint64_t> running;
 
@@ -268,8 +271,10 @@ struct TimerQueue::SnapshotLedger {
   void finish(uint64_t sequence) {
     std::lock_guard lock(mu);
     running.erase(sequence);
+    finishedCount.fetch_add(1, std::memory_order_release);
     inFlight.fetch_sub(1, std::memory_order_release);
   }
+  uint64_t finished() const { return finishedCount.load(std::memory_order_acquire); }
   // Timers held with a tag below it may be reused.
   uint64_t oldestInFlight() {
     std::lock_guard lock(mu);
@@ -300,6 +305,7 @@ struct TimerQueue::Domain {
   // sequence then, timer), in that order.
   std::vector<std::pair<uint64_t, Timer*>> held;
   std::shared_ptr<SnapshotLedger> ledger;
+  uint64_t finishedSeen = 0;  // ledger->finished() when held was last looked at
   // Removals stamp a timer with it; every snapshot moves it on.
   uint64_t epoch = 1;
   std::vector<Timer*> heap;  // live and dead timers
@@ -395,8 +401,13 @@ struct TimerQueue::Domain {
     t->bytes.release();
     freeTimers.push_back(t);
   }
-  // Frees the held timers no snapshot in flight may still read.
+  // Frees the held timers no snapshot in flight may still read. Takes the
+  // ledger's lock only when a snapshot finished since the last look (an
+  // insert while snapshots run would otherwise lock per timer).
   void reclaimHeld() {
+    const uint64_t finished = ledger->finished();
+    if (finished == finishedSeen) return;
+    finishedSeen = finished;
     const uint64_t oldest = ledger->oldestInFlight();
     size_t n = 0;
     while (n < held.size() && held[n].first < oldest) free(held[n++].second);
