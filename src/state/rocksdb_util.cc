@@ -24,8 +24,10 @@
 #include <utility>
 
 #include <rocksdb/compaction_filter.h>
+#include <rocksdb/db.h>
 #include <rocksdb/env.h>
 #include <rocksdb/filter_policy.h>
+#include <rocksdb/listener.h>
 #include <rocksdb/merge_operator.h>
 #include <rocksdb/table.h>
 
@@ -90,6 +92,36 @@ RocksDbSharedResources::RocksDbSharedResources(int64_t managedMemoryBytes, doubl
   const size_t wbm = writeBufferManagerCapacity(managedMemoryBytes, writeBufferRatio);
   writeBufferManager_ = std::make_shared<rocksdb::WriteBufferManager>(wbm, cache_);
   writeBufferSize_ = std::clamp(wbm / 4, kMinWriteBufferSize, kMaxWriteBufferSize);
+  metadataFormat_ = std::make_shared<MetadataFormat>(cacheOptions.capacity);
+}
+
+void MetadataFormat::report(const void* db, int64_t bytes) {
+  std::lock_guard lock(mu_);
+  auto it =
+      std::find_if(reports_.begin(), reports_.end(), [db](const auto& r) { return r.first == db; });
+  if (it == reports_.end()) {
+    reports_.emplace_back(db, bytes);
+  } else {
+    it->second = bytes;
+  }
+  decide();
+}
+
+void MetadataFormat::forget(const void* db) {
+  std::lock_guard lock(mu_);
+  std::erase_if(reports_, [db](const auto& r) { return r.first == db; });
+  decide();
+}
+
+void MetadataFormat::decide() {
+  int64_t total = 0;
+  for (const auto& r : reports_) total += r.second;
+  const auto capacity = static_cast<int64_t>(cacheCapacity_);
+  if (total > capacity / 4) {
+    partitioned_.store(true, std::memory_order_relaxed);
+  } else if (total < capacity / 8) {
+    partitioned_.store(false, std::memory_order_relaxed);
+  }
 }
 
 std::shared_ptr<RocksDbSharedResources> createRocksDbSharedResources(int64_t managedMemoryBytes,
@@ -271,6 +303,82 @@ class ForwardingLogger final : public rocksdb::Logger {
 
 }  // namespace
 
+namespace {
+
+// Reports a database's index and filter estimate (MetadataFormat) after
+// every flush and compaction, from RocksDB's background thread, which holds
+// no database lock while listeners run. One per database.
+class MetadataSizeListener final : public rocksdb::EventListener {
+ public:
+  explicit MetadataSizeListener(std::shared_ptr<MetadataFormat> format)
+      : format_(std::move(format)) {}
+  ~MetadataSizeListener() override { format_->forget(this); }
+
+  void OnFlushCompleted(rocksdb::DB* db, const rocksdb::FlushJobInfo&) override { update(db); }
+  void OnCompactionCompleted(rocksdb::DB* db, const rocksdb::CompactionJobInfo&) override {
+    update(db);
+  }
+
+ private:
+  void update(rocksdb::DB* db) {
+    uint64_t keys = 0, sstBytes = 0;
+    if (db->GetAggregatedIntProperty(rocksdb::DB::Properties::kEstimateNumKeys, &keys) &&
+        db->GetAggregatedIntProperty(rocksdb::DB::Properties::kTotalSstFilesSize, &sstBytes)) {
+      format_->report(this, MetadataFormat::estimateBytes(static_cast<int64_t>(keys),
+                                                          static_cast<int64_t>(sstBytes)));
+    }
+  }
+
+  std::shared_ptr<MetadataFormat> format_;
+};
+
+// Block-based tables whose index and filter format is chosen per file: the
+// files a flush or compaction writes get `full`'s or `partitioned`'s
+// options as `format` says at that moment. Reading needs no choice: a
+// block-based table reader takes the index type from the file's properties
+// and finds a full or a partitioned filter by its meta block's name, so
+// `partitioned` (also the options RocksDB sees through Inner()) reads both.
+class SwitchingTableFactory final : public rocksdb::TableFactory {
+ public:
+  SwitchingTableFactory(std::shared_ptr<rocksdb::TableFactory> full,
+                        std::shared_ptr<rocksdb::TableFactory> partitioned,
+                        std::shared_ptr<const MetadataFormat> format)
+      : full_(std::move(full)), partitioned_(std::move(partitioned)), format_(std::move(format)) {}
+
+  const char* Name() const override { return "SluiceSwitchingBlockBasedTable"; }
+  const rocksdb::Customizable* Inner() const override { return partitioned_.get(); }
+
+  rocksdb::Status NewTableReader(const rocksdb::ReadOptions& ro,
+                                 const rocksdb::TableReaderOptions& options,
+                                 std::unique_ptr<rocksdb::RandomAccessFileReader>&& file,
+                                 uint64_t fileSize, std::unique_ptr<rocksdb::TableReader>* reader,
+                                 bool prefetchIndexAndFilterInCache) const override {
+    return partitioned_->NewTableReader(ro, options, std::move(file), fileSize, reader,
+                                        prefetchIndexAndFilterInCache);
+  }
+  rocksdb::TableBuilder* NewTableBuilder(const rocksdb::TableBuilderOptions& options,
+                                         rocksdb::WritableFileWriter* file) const override {
+    return (format_->partitioned() ? partitioned_ : full_)->NewTableBuilder(options, file);
+  }
+  bool IsDeleteRangeSupported() const override { return partitioned_->IsDeleteRangeSupported(); }
+  rocksdb::Status ValidateOptions(const rocksdb::DBOptions& db,
+                                  const rocksdb::ColumnFamilyOptions& cf) const override {
+    rocksdb::Status s = full_->ValidateOptions(db, cf);
+    return s.ok() ? partitioned_->ValidateOptions(db, cf) : s;
+  }
+  std::string GetPrintableOptions() const override {
+    return "switching between full and partitioned index and filters; partitioned:\n" +
+           partitioned_->GetPrintableOptions();
+  }
+
+ private:
+  std::shared_ptr<rocksdb::TableFactory> full_;
+  std::shared_ptr<rocksdb::TableFactory> partitioned_;
+  std::shared_ptr<const MetadataFormat> format_;
+};
+
+}  // namespace
+
 rocksdb::DBOptions makeDbOptions(const RocksDbSharedResources& resources,
                                  const std::string& description) {
   rocksdb::DBOptions options;
@@ -289,6 +397,7 @@ rocksdb::DBOptions makeDbOptions(const RocksDbSharedResources& resources,
   options.stats_persist_period_sec = 0;
   options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
   options.info_log = std::make_shared<ForwardingLogger>(description);
+  options.listeners.push_back(std::make_shared<MetadataSizeListener>(resources.metadataFormat()));
   return options;
 }
 
@@ -303,17 +412,21 @@ rocksdb::ColumnFamilyOptions makeColumnFamilyOptions(const RocksDbSharedResource
   table.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10.0));
   table.optimize_filters_for_memory = true;
   // Partitioned index and filters (Flink's
-  // state.backend.rocksdb.memory.partitioned-index-filters): a point read
-  // loads one small index and filter partition into the cache instead of a
-  // file's whole index and full filter (several MiB for a large file, more
-  // than an LRU shard may hold, so read from the file on every Get). The top
-  // levels stay pinned in the cache.
-  table.index_type = rocksdb::BlockBasedTableOptions::kTwoLevelIndexSearch;
-  table.partition_filters = true;
-  table.pin_top_level_index_and_filter = true;
+  // state.backend.rocksdb.memory.partitioned-index-filters) for the files
+  // written while the databases' index and filters would not fit a quarter
+  // of the cache (MetadataFormat): a point read loads one small index and
+  // filter partition into the cache instead of a file's whole index and full
+  // filter (several MiB for a large file). The top levels stay pinned.
+  rocksdb::BlockBasedTableOptions partitioned = table;
+  partitioned.index_type = rocksdb::BlockBasedTableOptions::kTwoLevelIndexSearch;
+  partitioned.partition_filters = true;
+  partitioned.pin_top_level_index_and_filter = true;
 
   rocksdb::ColumnFamilyOptions options;
-  options.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  options.table_factory = std::make_shared<SwitchingTableFactory>(
+      std::shared_ptr<rocksdb::TableFactory>(rocksdb::NewBlockBasedTableFactory(table)),
+      std::shared_ptr<rocksdb::TableFactory>(rocksdb::NewBlockBasedTableFactory(partitioned)),
+      resources.metadataFormat());
   options.write_buffer_size = resources.writeBufferSize();
   options.max_write_buffer_number = 2;
   options.merge_operator = std::make_shared<ListAppendOperator>();

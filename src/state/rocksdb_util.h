@@ -5,6 +5,7 @@
 // to src/state.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <rocksdb/cache.h>
@@ -24,6 +26,46 @@
 #include <sluice/state/snapshot.h>
 
 namespace sluice {
+
+// The index and filter format of the SST files the databases sharing one
+// block cache write next. Full (one index block and one bloom filter per
+// file, Flink's default) while every database's index and filters would
+// take at most a quarter of the cache: a point read then probes each
+// file's filter directly. Partitioned (Flink's
+// state.backend.rocksdb.memory.partitioned-index-filters) once they would
+// take more: a full filter of a large file is megabytes, and one evicted
+// from a cache that cannot hold them all is read whole again by the next
+// Get, where a partition is 4 KiB. Back to full below an eighth, so that a
+// size near the line does not flip the format at every flush. Files keep
+// the format they were written with; RocksDB reads either. Each database
+// reports its estimate after every flush and compaction (makeDbOptions'
+// listener). Thread-safe.
+class MetadataFormat {
+ public:
+  explicit MetadataFormat(size_t cacheCapacity) : cacheCapacity_(cacheCapacity) {}
+
+  bool partitioned() const { return partitioned_.load(std::memory_order_relaxed); }
+  // The estimated index and filter bytes of all files of the database
+  // `db` (any identity; one per database), replacing its last report.
+  void report(const void* db, int64_t bytes);
+  // `db` is closed: its files no longer count.
+  void forget(const void* db);
+
+  // The estimate for `keys` entries in `sstBytes` of SST files: bloom
+  // filters at 10 bits per entry, an index entry of about 32 bytes per
+  // 4 KiB data block.
+  static int64_t estimateBytes(int64_t keys, int64_t sstBytes) {
+    return keys * 10 / 8 + sstBytes / 4096 * 32;
+  }
+
+ private:
+  void decide();  // mu_ held
+
+  const size_t cacheCapacity_;
+  std::mutex mu_;
+  std::vector<std::pair<const void*, int64_t>> reports_;
+  std::atomic<bool> partitioned_{false};
+};
 
 // One memory budget for RocksDB: an LRU block cache and a write buffer
 // manager that charges memtable memory to that cache, as Flink's
@@ -44,12 +86,14 @@ class RocksDbSharedResources {
   // The memtable size of one column family: a fraction of the write buffer
   // manager's capacity, so flushes start well before the budget is reached.
   size_t writeBufferSize() const { return writeBufferSize_; }
+  const std::shared_ptr<MetadataFormat>& metadataFormat() const { return metadataFormat_; }
 
  private:
   int64_t managedMemoryBytes_;
   size_t writeBufferSize_;
   std::shared_ptr<rocksdb::Cache> cache_;
   std::shared_ptr<rocksdb::WriteBufferManager> writeBufferManager_;
+  std::shared_ptr<MetadataFormat> metadataFormat_;
 };
 
 namespace rocksdbutil {
@@ -99,7 +143,9 @@ class TtlFilterConfig {
 
 // The options of every database the backend opens. RocksDB's info log goes
 // to Sluice's log at WARN and above, prefixed with `description` (what the
-// database holds), not to a file in the database's directory.
+// database holds), not to a file in the database's directory. A listener
+// reports the database's index and filter estimate to the resources'
+// MetadataFormat after every flush and compaction.
 rocksdb::DBOptions makeDbOptions(const RocksDbSharedResources& resources,
                                  const std::string& description);
 
@@ -114,9 +160,10 @@ struct ColumnFamilyTuning {
   int level0CompactionTrigger = 0;
 };
 
-// The options of one column family: the shared cache with partitioned bloom
-// filters and a partitioned (two-level) index, cached, with the top levels
-// and L0's blocks pinned; the list-append merge operator; a
+// The options of one column family: the shared cache with bloom filters and
+// an index, full or partitioned as the resources' MetadataFormat says when
+// a file is written, cached, with partitions' top levels and L0's blocks
+// pinned; the list-append merge operator; a
 // TTL compaction filter factory reading `ttl`; and `tuning`.
 rocksdb::ColumnFamilyOptions makeColumnFamilyOptions(const RocksDbSharedResources& resources,
                                                      std::shared_ptr<TtlFilterConfig> ttl,

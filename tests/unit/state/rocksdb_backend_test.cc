@@ -19,6 +19,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -35,6 +36,9 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <rocksdb/db.h>
+#include <rocksdb/table_properties.h>
+#include <rocksdb/write_batch.h>
 
 #include <sluice/core/clock.h>
 #include <sluice/core/key_hash.h>
@@ -1413,6 +1417,100 @@ TEST(RocksDbBackend, BatchedWritesApplyInOrderPerKey) {
   ASSERT_TRUE(backend->get(cf, "z", value));
   EXPECT_EQ(value, listOf({"z1"}));
   backend->writePending();  // nothing collected: nothing happens
+}
+
+// ---------------------------------------------------------------------------
+// Index and filter format (MetadataFormat)
+
+TEST(MetadataFormat, PartitionedAboveAQuarterOfTheCacheFullAgainBelowAnEighth) {
+  MetadataFormat format(8000);
+  const int a = 0, b = 0;
+  EXPECT_FALSE(format.partitioned());
+  format.report(&a, 1500);
+  EXPECT_FALSE(format.partitioned());
+  format.report(&b, 600);  // 2100 of 8000: over a quarter
+  EXPECT_TRUE(format.partitioned());
+  format.report(&a, 500);  // 1100: under a quarter, not under an eighth
+  EXPECT_TRUE(format.partitioned());
+  format.forget(&b);  // 500
+  EXPECT_FALSE(format.partitioned());
+  EXPECT_EQ(MetadataFormat::estimateBytes(8000, 4096 * 10), 10000 + 320);
+}
+
+// The index partitions of each SST file of `db`, by file name.
+std::map<std::string, uint64_t> indexPartitionsByFile(rocksdb::DB* db) {
+  rocksdb::TablePropertiesCollection tables;
+  rocksdbutil::check(db->GetPropertiesOfAllTables(&tables), "GetPropertiesOfAllTables", "test");
+  std::map<std::string, uint64_t> out;
+  for (const auto& [file, props] : tables) out[file] = props->index_partitions;
+  return out;
+}
+
+TEST(MetadataFormat, FilesWrittenOnceTheMetadataOutgrowsTheCacheArePartitionedAndAllStayReadable) {
+  TempDir dir("metadata-format");
+  // 1 MiB: a cache of about 0.83 MiB, a quarter of it is the estimate of
+  // about 175k keys.
+  auto resources = createRocksDbSharedResources(1 << 20);
+  const rocksdb::DBOptions dbOptions = rocksdbutil::makeDbOptions(*resources, "test database");
+  // A state without time to live: the compaction filter keeps everything.
+  auto ttl =
+      std::make_shared<rocksdbutil::TtlFilterConfig>(StateMetaInfo{}, &SystemClock::instance());
+  rocksdb::Options options(dbOptions, rocksdbutil::makeColumnFamilyOptions(*resources, ttl));
+  const std::string path = (dir.path() / "db").string();
+  fs::create_directories(path);
+  auto open = [&] {
+    rocksdb::DB* raw = nullptr;
+    rocksdbutil::check(rocksdb::DB::Open(options, path, &raw), "Open", path);
+    return std::unique_ptr<rocksdb::DB>(raw);
+  };
+  auto key = [](int i) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "k%09d", i);
+    return std::string(buf);
+  };
+  auto write = [&](rocksdb::DB* db, int from, int to) {
+    rocksdb::WriteBatch batch;
+    for (int i = from; i < to; ++i) batch.Put(key(i), "v" + std::to_string(i));
+    rocksdbutil::check(db->Write(rocksdb::WriteOptions(), &batch), "Write", path);
+    rocksdbutil::check(db->Flush(rocksdb::FlushOptions()), "Flush", path);
+  };
+  std::unique_ptr<rocksdb::DB> db = open();
+  write(db.get(), 0, 1000);
+  ASSERT_FALSE(resources->metadataFormat()->partitioned());
+  const auto small = indexPartitionsByFile(db.get());
+  ASSERT_EQ(small.size(), 1u);
+  EXPECT_EQ(small.begin()->second, 0u) << "a small database writes a full index";
+
+  // The flush's listener reports ~250k keys: over a quarter of the cache.
+  write(db.get(), 1000, 250'000);
+  ASSERT_TRUE(resources->metadataFormat()->partitioned());
+  write(db.get(), 250'000, 251'000);
+  const auto files = indexPartitionsByFile(db.get());
+  uint64_t partitionedFiles = 0;
+  for (const auto& [file, partitions] : files) partitionedFiles += partitions > 0 ? 1 : 0;
+  EXPECT_GE(partitionedFiles, 1u) << "the flush after the switch writes a partitioned index";
+  EXPECT_LT(partitionedFiles, files.size()) << "files written before keep their full index";
+
+  // Every key reads back from files of both formats, before and after a
+  // reopen, and a range deletion works across them; absent keys are absent.
+  rocksdbutil::check(
+      db->DeleteRange(rocksdb::WriteOptions(), db->DefaultColumnFamily(), key(500), key(1500)),
+      "DeleteRange", path);
+  for (int round = 0; round < 2; ++round) {
+    std::string value;
+    for (int i = 0; i < 251'000; i += 7) {
+      const rocksdb::Status s = db->Get(rocksdb::ReadOptions(), key(i), &value);
+      if (i >= 500 && i < 1500) {
+        ASSERT_TRUE(s.IsNotFound()) << key(i) << " round " << round;
+      } else {
+        ASSERT_TRUE(s.ok()) << key(i) << " round " << round << ": " << s.ToString();
+        ASSERT_EQ(value, "v" + std::to_string(i));
+      }
+    }
+    EXPECT_TRUE(db->Get(rocksdb::ReadOptions(), key(300'000), &value).IsNotFound());
+    db.reset();
+    db = open();
+  }
 }
 
 }  // namespace
