@@ -281,6 +281,7 @@ std::shared_ptr<Database> openDatabase(const std::string& path, bool existing,
       rocksdb::DB::Open(dbOptions, path, descriptors, &database->handles, &raw);
   database->db.reset(raw);
   check(s, "Open", "directory '" + path + "' of " + description);
+  rocksdbutil::reportMetadataSize(database->db.get());
 
   cfsOut.clear();
   for (size_t i = 0; i < names.size(); ++i) {

@@ -307,7 +307,8 @@ namespace {
 
 // Reports a database's index and filter estimate (MetadataFormat) after
 // every flush and compaction, from RocksDB's background thread, which holds
-// no database lock while listeners run. One per database.
+// no database lock while listeners run, and once after the database is
+// opened (reportMetadataSize). One per database.
 class MetadataSizeListener final : public rocksdb::EventListener {
  public:
   explicit MetadataSizeListener(std::shared_ptr<MetadataFormat> format)
@@ -319,16 +320,22 @@ class MetadataSizeListener final : public rocksdb::EventListener {
     update(db);
   }
 
- private:
-  void update(rocksdb::DB* db) {
-    uint64_t keys = 0, sstBytes = 0;
-    if (db->GetAggregatedIntProperty(rocksdb::DB::Properties::kEstimateNumKeys, &keys) &&
-        db->GetAggregatedIntProperty(rocksdb::DB::Properties::kTotalSstFilesSize, &sstBytes)) {
-      format_->report(this, MetadataFormat::estimateBytes(static_cast<int64_t>(keys),
-                                                          static_cast<int64_t>(sstBytes)));
+  // Never throws: RocksDB's listeners must not.
+  void update(rocksdb::DB* db) noexcept {
+    try {
+      uint64_t keys = 0, sstBytes = 0;
+      if (db->GetAggregatedIntProperty(rocksdb::DB::Properties::kEstimateNumKeys, &keys) &&
+          db->GetAggregatedIntProperty(rocksdb::DB::Properties::kLiveSstFilesSize, &sstBytes)) {
+        format_->report(this, MetadataFormat::estimateBytes(static_cast<int64_t>(keys),
+                                                            static_cast<int64_t>(sstBytes)));
+      }
+    } catch (const std::exception& e) {
+      // The format stays as it was; the next flush or compaction reports again.
+      log::warn("RocksDB index and filter estimate not updated: {}", e.what());
     }
   }
 
+ private:
   std::shared_ptr<MetadataFormat> format_;
 };
 
@@ -347,6 +354,17 @@ class SwitchingTableFactory final : public rocksdb::TableFactory {
 
   const char* Name() const override { return "SluiceSwitchingBlockBasedTable"; }
   const rocksdb::Customizable* Inner() const override { return partitioned_.get(); }
+  // Block-based, for what RocksDB decides by asking: the 30-day ttl and
+  // periodic compactions it gives block-based tables (which bring the TTL
+  // compaction filter to files no other compaction touches) and the check
+  // of a compaction's output record count. RocksDB reaches the options
+  // through Inner() (GetOptions<BlockBasedTableOptions>); it casts a
+  // factory to BlockBasedTableFactory only where Name() is "BlockBasedTable",
+  // which this one's is not.
+  bool IsInstanceOf(const std::string& name) const override {
+    return name == rocksdb::TableFactory::kBlockBasedTableName() ||
+           rocksdb::TableFactory::IsInstanceOf(name);
+  }
 
   rocksdb::Status NewTableReader(const rocksdb::ReadOptions& ro,
                                  const rocksdb::TableReaderOptions& options,
@@ -378,6 +396,12 @@ class SwitchingTableFactory final : public rocksdb::TableFactory {
 };
 
 }  // namespace
+
+void reportMetadataSize(rocksdb::DB* db) {
+  for (const auto& listener : db->GetDBOptions().listeners) {
+    if (auto* l = dynamic_cast<MetadataSizeListener*>(listener.get())) l->update(db);
+  }
+}
 
 rocksdb::DBOptions makeDbOptions(const RocksDbSharedResources& resources,
                                  const std::string& description) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <rocksdb/cache.h>
+#include <rocksdb/db.h>
 #include <rocksdb/options.h>
 #include <rocksdb/slice.h>
 #include <rocksdb/status.h>
@@ -148,6 +149,12 @@ class TtlFilterConfig {
 // MetadataFormat after every flush and compaction.
 rocksdb::DBOptions makeDbOptions(const RocksDbSharedResources& resources,
                                  const std::string& description);
+
+// Reports `db`'s index and filter estimate to the MetadataFormat of the
+// options it was opened with (makeDbOptions), as its listener does after
+// every flush and compaction: a database opened on existing files counts
+// before its first.
+void reportMetadataSize(rocksdb::DB* db);
 
 // Column family options that differ from the rocksdb backend's defaults
 // (RocksDbKeyedStateBackend::Tuning says why the tiered backend sets them).
