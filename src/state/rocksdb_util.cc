@@ -320,9 +320,13 @@ class MetadataSizeListener final : public rocksdb::EventListener {
     update(db);
   }
 
-  // Never throws: RocksDB's listeners must not.
+  // Never throws: RocksDB's listeners must not. One report at a time, so
+  // that a flush's and a compaction's finishing together cannot leave the
+  // older reading in place. RocksDB calls listeners without its own lock,
+  // and nothing takes this lock under it.
   void update(rocksdb::DB* db) noexcept {
     try {
+      std::lock_guard lock(mu_);
       uint64_t keys = 0, sstBytes = 0;
       if (db->GetAggregatedIntProperty(rocksdb::DB::Properties::kEstimateNumKeys, &keys) &&
           db->GetAggregatedIntProperty(rocksdb::DB::Properties::kLiveSstFilesSize, &sstBytes)) {
@@ -336,6 +340,7 @@ class MetadataSizeListener final : public rocksdb::EventListener {
   }
 
  private:
+  std::mutex mu_;
   std::shared_ptr<MetadataFormat> format_;
 };
 
