@@ -14,6 +14,7 @@
 
 #include <rocksdb/db.h>
 #include <rocksdb/iterator.h>
+#include <rocksdb/perf_level.h>
 #include <rocksdb/snapshot.h>
 #include <rocksdb/sst_file_reader.h>
 #include <rocksdb/table.h>
@@ -321,6 +322,14 @@ RocksDbKeyedStateBackend::RocksDbKeyedStateBackend(KeyedBackendParams params, Tu
                          ? p.sharedResources
                          : createRocksDbSharedResources(p.managedMemoryBytes);
   impl_->writeOptions.disableWAL = true;
+  // RocksDB's per-thread perf counters (its PerfContext) are on by
+  // default, and Sluice reads none of them. Counting costs two thread-local
+  // lookups per key comparison and block access, and a thread-local
+  // variable of a shared library (Debian's librocksdb) is reached through a
+  // __tls_get_addr call each time: 9% of the task thread of a point-read-heavy
+  // state (docs/benchmarks.md, "Round twenty"). Off for this thread, the
+  // task thread that creates and uses the backend.
+  rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);
 
   const fs::path base = p.localDir.empty() ? fs::temp_directory_path() : fs::path(p.localDir);
   const std::string prefix = std::string(rocksdbutil::kWorkingDirectoryPrefix) +

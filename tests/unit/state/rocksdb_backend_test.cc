@@ -37,6 +37,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
+#include <rocksdb/perf_context.h>
+#include <rocksdb/perf_level.h>
 #include <rocksdb/table_properties.h>
 #include <rocksdb/write_batch.h>
 
@@ -855,6 +857,47 @@ TEST(RocksDbBackend, EmptyLocalDirUsesTheTempDirectory) {
   EXPECT_EQ(work.parent_path(), fs::temp_directory_path());
   backend.dispose();
   EXPECT_FALSE(fs::exists(work));
+}
+
+// The thread that creates a backend stops RocksDB's perf counting (Sluice
+// reads none of it; each count is a thread-local lookup in the shared
+// library); other threads keep RocksDB's default.
+TEST(RocksDbBackend, CreatingThreadCountsNoPerfContext) {
+  TempDir dir;
+  rocksdb::PerfLevel before = rocksdb::PerfLevel::kUninitialized;
+  rocksdb::PerfLevel after = rocksdb::PerfLevel::kUninitialized;
+  uint64_t comparisons = 1;
+  std::optional<int64_t> read;
+  std::string error;
+  std::thread task([&] {
+    try {
+      before = rocksdb::GetPerfLevel();
+      KeyedBackendParams params = paramsFor<int64_t>(kAllGroups);
+      params.localDir = dir.path();
+      RocksDbKeyedStateBackend backend(std::move(params));
+      after = rocksdb::GetPerfLevel();
+      auto& state =
+          getOrCreateValueState<VoidNamespace>(backend, ValueStateDescriptor<int64_t>("v"));
+      rocksdb::get_perf_context()->Reset();
+      for (int64_t k = 0; k < 100; ++k) {
+        setKey(backend, k);
+        state.update(k * 3);
+      }
+      setKey(backend, int64_t{42});
+      read = state.value();
+      comparisons = rocksdb::get_perf_context()->user_key_comparison_count;
+      backend.dispose();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  });
+  task.join();
+  ASSERT_EQ(error, "");
+  EXPECT_EQ(before, rocksdb::PerfLevel::kEnableCount);
+  EXPECT_EQ(after, rocksdb::PerfLevel::kDisable);
+  EXPECT_EQ(read, std::optional<int64_t>(126));
+  EXPECT_EQ(comparisons, 0u);
+  EXPECT_EQ(rocksdb::GetPerfLevel(), rocksdb::PerfLevel::kEnableCount);  // this thread's
 }
 
 TEST(RocksDbBackend, SnapshotBeingWrittenOutlivesDispose) {
