@@ -17,7 +17,6 @@
 #include <vector>
 
 #include <rocksdb/cache.h>
-#include <rocksdb/db.h>
 #include <rocksdb/options.h>
 #include <rocksdb/slice.h>
 #include <rocksdb/status.h>
@@ -25,6 +24,10 @@
 
 #include <sluice/core/clock.h>
 #include <sluice/state/snapshot.h>
+
+namespace rocksdb {
+class DB;
+}  // namespace rocksdb
 
 namespace sluice {
 
