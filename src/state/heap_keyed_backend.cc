@@ -1,5 +1,6 @@
 // HashMapKeyedStateBackend: its storages, snapshot, restore and the
 // bookkeeping of its state tables (heap_state.h describes the design).
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -37,21 +38,56 @@ class RestoredPart final : public heap::StateSnapshotPart {
   ForEach forEach_;
 };
 
+// Entries handed over already made (addToNextSnapshot with bytes).
+class ReadyEntries final : public SnapshotEntrySource {
+ public:
+  explicit ReadyEntries(std::shared_ptr<const std::vector<std::vector<uint8_t>>> groups)
+      : groups_(std::move(groups)) {}
+  std::shared_ptr<const std::vector<std::vector<uint8_t>>> entries() override { return groups_; }
+
+ private:
+  std::shared_ptr<const std::vector<std::vector<uint8_t>>> groups_;
+};
+
 // A registered state's frozen tables followed by entries its operator
-// handed over (addToNextSnapshot).
+// handed over (addToNextSnapshot), which are made when the first key group
+// is written: on the thread that writes the snapshot.
 class WithEntriesPart final : public heap::StateSnapshotPart {
  public:
-  WithEntriesPart(std::unique_ptr<heap::StateSnapshotPart> own, RestoredPart entries)
-      : own_(std::move(own)), entries_(std::move(entries)) {}
+  WithEntriesPart(std::unique_ptr<heap::StateSnapshotPart> own, StateMetaInfo meta,
+                  std::shared_ptr<SnapshotEntrySource> source, RestoredPart::ForEach forEach,
+                  size_t numGroups, std::string operatorName)
+      : own_(std::move(own)),
+        meta_(std::move(meta)),
+        source_(std::move(source)),
+        forEach_(forEach),
+        numGroups_(numGroups),
+        operatorName_(std::move(operatorName)) {}
   void writeKeyGroup(size_t g, uint16_t stateIndex, CanonicalSnapshotWriter& writer,
                      int64_t now) override {
     own_->writeKeyGroup(g, stateIndex, writer, now);
-    entries_.writeKeyGroup(g, stateIndex, writer, now);
+    if (!entries_) {
+      auto groups = source_->entries();
+      source_.reset();  // what the entries were made of may go now
+      if (groups == nullptr || groups->size() != numGroups_) {
+        throw SluiceException("keyed state backend of " + operatorName_ + ": entries for state '" +
+                              meta_.name + "' must come in " + std::to_string(numGroups_) +
+                              " key groups, got " +
+                              std::to_string(groups == nullptr ? 0 : groups->size()));
+      }
+      entries_.emplace(meta_, std::move(groups), forEach_);
+    }
+    entries_->writeKeyGroup(g, stateIndex, writer, now);
   }
 
  private:
   std::unique_ptr<heap::StateSnapshotPart> own_;
-  RestoredPart entries_;
+  StateMetaInfo meta_;
+  std::shared_ptr<SnapshotEntrySource> source_;
+  RestoredPart::ForEach forEach_;
+  size_t numGroups_;
+  std::string operatorName_;
+  std::optional<RestoredPart> entries_;
 };
 
 // The current key's group and entry key, through one EntryKey.
@@ -312,8 +348,8 @@ std::unique_ptr<KeyedStateSnapshot> HashMapKeyedStateBackend::snapshot() {
       std::unique_ptr<heap::StateSnapshotPart> part = t->second->snapshot();
       if (auto handed = nextSnapshot_.find(t->first); handed != nextSnapshot_.end()) {
         part = std::make_unique<WithEntriesPart>(
-            std::move(part), RestoredPart(t->second->meta(), std::move(handed->second),
-                                          &HashMapKeyedStateBackend::forEachRestored));
+            std::move(part), t->second->meta(), std::move(handed->second),
+            &HashMapKeyedStateBackend::forEachRestored, numGroups_, params().operatorName);
       }
       parts.push_back(std::move(part));
       ++t;
@@ -345,7 +381,21 @@ void HashMapKeyedStateBackend::addToNextSnapshot(
                           ": entries for state '" + stateName + "' must come in " +
                           std::to_string(numGroups_) + " key groups");
   }
-  nextSnapshot_[stateName] = std::move(groups);
+  nextSnapshot_[stateName] = std::make_shared<ReadyEntries>(std::move(groups));
+}
+
+void HashMapKeyedStateBackend::addToNextSnapshot(const std::string& stateName,
+                                                 std::shared_ptr<SnapshotEntrySource> source) {
+  if (findTable(stateName) == nullptr) {
+    throw SluiceException("keyed state backend of " + params().operatorName +
+                          ": entries for state '" + stateName +
+                          "' handed to a snapshot, but no such state is registered");
+  }
+  if (source == nullptr) {
+    throw SluiceException("keyed state backend of " + params().operatorName +
+                          ": null entries handed to a snapshot for state '" + stateName + "'");
+  }
+  nextSnapshot_[stateName] = std::move(source);
 }
 
 void HashMapKeyedStateBackend::restore(

@@ -532,6 +532,8 @@ class HashMapKeyedStateBackend final : public KeyedStateBackend {
   bool acceptsSnapshotEntries() const override { return true; }
   void addToNextSnapshot(const std::string& stateName,
                          std::shared_ptr<const std::vector<std::vector<uint8_t>>> groups) override;
+  void addToNextSnapshot(const std::string& stateName,
+                         std::shared_ptr<SnapshotEntrySource> source) override;
   void dispose() override;
 
   std::unique_ptr<internal::ValueStorage> createValueStorage(const StateMetaInfo& meta,
@@ -575,7 +577,7 @@ class HashMapKeyedStateBackend final : public KeyedStateBackend {
   std::map<std::string, std::unique_ptr<heap::StateTable>> tables_;
   std::map<std::string, std::shared_ptr<RestoredEntries>> restored_;
   // addToNextSnapshot()'s entries, by state name, until snapshot().
-  std::map<std::string, std::shared_ptr<const std::vector<std::vector<uint8_t>>>> nextSnapshot_;
+  std::map<std::string, std::shared_ptr<SnapshotEntrySource>> nextSnapshot_;
 };
 
 }  // namespace sluice

@@ -235,6 +235,11 @@ void KeyedStateBackend::addToNextSnapshot(
                         "' into its snapshots");
 }
 
+void KeyedStateBackend::addToNextSnapshot(const std::string& stateName,
+                                          std::shared_ptr<SnapshotEntrySource>) {
+  addToNextSnapshot(stateName, std::shared_ptr<const std::vector<std::vector<uint8_t>>>());
+}
+
 std::unique_ptr<StateSnapshotWriter> KeyedStateBackend::nativeSnapshot(int64_t) { return nullptr; }
 
 void KeyedStateBackend::restoreNative(const std::vector<KeyedStateHandleRef>&) {

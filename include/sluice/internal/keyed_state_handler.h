@@ -65,6 +65,7 @@ class KeyedStateHandler {
 
   // `key`'s key group, as setCurrentKey() computes it.
   int32_t keyGroupOf(const K& key) const { return keyGroups_.keyGroupOf(key); }
+  const KeyGroupAssigner& keyGroups() const { return keyGroups_; }
 
   bool initialized() const { return backend_ != nullptr; }
   KeyedStateBackend& backend() { return *backend_; }
@@ -88,64 +89,88 @@ class KeyedStateHandler {
 };
 
 // Entries of one keyed state that an operator keeps in a table of its own,
-// serialized per key group for its backend's next snapshot
-// (KeyedStateBackend::addToNextSnapshot) instead of put into the state key
-// by key: one append per key, nothing to take out again afterwards.
+// handed to its backend's next snapshot (KeyedStateBackend::addToNextSnapshot)
+// instead of put into the state key by key. The synchronous part of a
+// checkpoint only copies the table (the caller's `frozen` copy); the
+// snapshot serializes the copy when it is written, on the thread that
+// writes it, and then frees it.
 template <class K>
 class SnapshotEntries {
  public:
-  // Whether `backend` takes such entries; if so, sized to its key groups.
-  bool prepare(const KeyedStateBackend& backend) {
+  // Whether `backend` takes such entries; if so, sized to its key groups,
+  // which `keyGroups` assigns keys to.
+  bool prepare(const KeyedStateBackend& backend, const KeyGroupAssigner& keyGroups) {
     if (!backend.acceptsSnapshotEntries()) return false;
     const KeyGroupRange range = backend.keyGroupRange();
     firstGroup_ = range.startKeyGroup;
-    lastBytes_.assign(static_cast<size_t>(range.endKeyGroup - range.startKeyGroup + 1), 0);
+    numGroups_ = static_cast<size_t>(range.endKeyGroup - range.startKeyGroup + 1);
+    keyGroups_ = keyGroups;
     return true;
   }
-  bool prepared() const { return !lastBytes_.empty(); }
-  // Drops what was added and not handed over (a snapshot that failed
-  // halfway): call before a snapshot's first add().
-  void reset() { groups_ = nullptr; }
-  // `key`'s entry (in key group `keyGroup`): the value as TypeSerializer<V>
-  // writes it, the state's serializer.
-  template <class V>
-  void add(int32_t keyGroup, const K& key, const V& value) {
-    if (groups_ == nullptr) {
-      // Each group reserves what it took in the last snapshot.
-      groups_ = std::make_shared<std::vector<std::vector<uint8_t>>>(lastBytes_.size());
-      for (size_t g = 0; g < lastBytes_.size(); ++g) (*groups_)[g].reserve(lastBytes_[g]);
-    }
-    const auto g = static_cast<size_t>(keyGroup - firstGroup_);  // negative: wraps, fails below
-    if (g >= lastBytes_.size()) {
-      throw SluiceException(
-          "key group " + std::to_string(keyGroup) + " of a key in the snapshot is not in this " +
-          "subtask's range [" + std::to_string(firstGroup_) + ", " +
-          std::to_string(firstGroup_ + static_cast<int32_t>(lastBytes_.size()) - 1) +
-          "] (was the key selector deterministic?)");
-    }
-    std::vector<uint8_t>& group = (*groups_)[g];
-    appendPart(group, [&](DataOutputView& out) { TypeSerializer<K>::serialize(key, out); });
-    appendPart(group, [&](DataOutputView& out) { TypeSerializer<V>::serialize(value, out); });
-  }
-  // Hands what was added since the last call (possibly nothing) to
-  // `backend`'s next snapshot as state `stateName`'s entries.
-  void handTo(KeyedStateBackend& backend, const std::string& stateName) {
-    std::shared_ptr<std::vector<std::vector<uint8_t>>> groups = std::move(groups_);
-    groups_ = nullptr;
-    if (groups == nullptr) groups = std::make_shared<std::vector<std::vector<uint8_t>>>();
-    groups->resize(lastBytes_.size());
-    for (size_t g = 0; g < lastBytes_.size(); ++g) lastBytes_[g] = (*groups)[g].size();
-    backend.addToNextSnapshot(stateName, std::move(groups));
+  bool prepared() const { return numGroups_ != 0; }
+
+  // Hands `backend`'s next snapshot state `stateName`'s entries as
+  // `frozen` holds them: when the snapshot is written, `fill(frozen, add)`
+  // calls add(key, value) for each entry, `value` a V as the state's
+  // serializer writes it. `fill` must use nothing but `frozen`: it runs
+  // on another thread while the task goes on.
+  template <class V, class Frozen, class Fill>
+  void handTo(KeyedStateBackend& backend, const std::string& stateName, Frozen frozen, Fill fill) {
+    backend.addToNextSnapshot(
+        stateName, std::make_shared<Source<V, Frozen, Fill>>(std::move(frozen), std::move(fill),
+                                                             keyGroups_, firstGroup_, numGroups_));
   }
 
  private:
+  template <class V, class Frozen, class Fill>
+  class Source final : public SnapshotEntrySource {
+   public:
+    Source(Frozen frozen, Fill fill, KeyGroupAssigner keyGroups, int32_t firstGroup,
+           size_t numGroups)
+        : frozen_(std::move(frozen)),
+          fill_(std::move(fill)),
+          keyGroups_(keyGroups),
+          firstGroup_(firstGroup),
+          numGroups_(numGroups) {}
+
+    std::shared_ptr<const std::vector<std::vector<uint8_t>>> entries() override {
+      auto groups = std::make_shared<std::vector<std::vector<uint8_t>>>(numGroups_);
+      std::vector<uint8_t> overflow;
+      fill_(frozen_, [&](const K& key, const V& value) {
+        const int32_t keyGroup = keyGroups_.keyGroupOf(key);
+        const auto g = static_cast<size_t>(keyGroup - firstGroup_);  // negative: wraps
+        if (g >= numGroups_) {
+          throw SluiceException("key group " + std::to_string(keyGroup) +
+                                " of a key in the snapshot is not in " + "this subtask's range [" +
+                                std::to_string(firstGroup_) + ", " +
+                                std::to_string(firstGroup_ + static_cast<int32_t>(numGroups_) - 1) +
+                                "] (was the key selector deterministic?)");
+        }
+        std::vector<uint8_t>& group = (*groups)[g];
+        appendPart(group, overflow,
+                   [&](DataOutputView& out) { TypeSerializer<K>::serialize(key, out); });
+        appendPart(group, overflow,
+                   [&](DataOutputView& out) { TypeSerializer<V>::serialize(value, out); });
+      });
+      frozen_ = Frozen{};  // written once: the copy may go
+      return groups;
+    }
+
+   private:
+    Frozen frozen_;
+    Fill fill_;
+    KeyGroupAssigner keyGroups_;
+    int32_t firstGroup_;
+    size_t numGroups_;
+  };
+
   // Appends what `write` serializes as a varuint length and the bytes
   // (serialized on the stack first: one append each).
   template <class F>
-  void appendPart(std::vector<uint8_t>& group, F write) {
+  static void appendPart(std::vector<uint8_t>& group, std::vector<uint8_t>& overflow, F write) {
     uint8_t buffer[256];
-    overflow_.clear();
-    DataOutputView part(buffer, sizeof buffer, overflow_);
+    overflow.clear();
+    DataOutputView part(buffer, sizeof buffer, overflow);
     write(part);
     uint8_t header[10];
     std::vector<uint8_t> unused;
@@ -155,10 +180,9 @@ class SnapshotEntries {
     group.insert(group.end(), part.data(), part.data() + part.size());
   }
 
-  std::shared_ptr<std::vector<std::vector<uint8_t>>> groups_;  // of the snapshot being taken
-  std::vector<size_t> lastBytes_;                              // per group, in the last one
+  KeyGroupAssigner keyGroups_{128};
   int32_t firstGroup_ = 0;
-  std::vector<uint8_t> overflow_;
+  size_t numGroups_ = 0;
 };
 
 }  // namespace sluice::internal

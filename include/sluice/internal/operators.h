@@ -1051,10 +1051,10 @@ concept InPlaceReducer = requires(const F& f, T& acc, const T& in) {
 //
 // On the `hashmap` backend the running values live in a table keyed by the
 // typed key instead, so an element costs one hash probe, with no key
-// serialization and no backend call: a snapshot takes the table as the
-// entries of "_op_state" (serialized per key group and handed to it, see
-// SnapshotEntries), a restore reads it from there. The sync part of a
-// checkpoint is then proportional to the number of keys. A rich reduce
+// serialization and no backend call: a snapshot takes a copy of the table
+// as the entries of "_op_state" (serialized when the snapshot is written,
+// see SnapshotEntries), a restore reads it from there. The sync part of a
+// checkpoint copies the table: proportional to the number of keys. A rich reduce
 // function, which may use keyed state of its own, and keys without
 // operator== keep the backend path.
 template <class T, class K, class F, class KeySelector>
@@ -1071,18 +1071,23 @@ class KeyedReduceOperator final : public KeyedUdfOperator<OneInputOperator<T, T>
                                                     ValueStateDescriptor<T>("_op_state"));
     if constexpr (kCanTable) {
       inTable_ = std::string_view(this->keyed_.backend().name()) == "hashmap" &&
-                 entries_.prepare(this->keyed_.backend());
+                 entries_.prepare(this->keyed_.backend(), this->keyed_.keyGroups());
       if (inTable_) takeFromBackend();
     }
   }
   OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
     if constexpr (kCanTable) {
       if (inTable_) {
-        entries_.reset();  // what a snapshot that failed halfway added
-        table_.forEach([this](const K& key, const StreamRecord<T>& running) {
-          entries_.add(this->keyed_.keyGroupOf(key), key, running.value);
+        // A copy of the table, serialized when the snapshot is written.
+        std::vector<std::pair<K, T>> frozen;
+        frozen.reserve(table_.size());
+        table_.forEach([&frozen](const K& key, const StreamRecord<T>& running) {
+          frozen.emplace_back(key, running.value);
         });
-        entries_.handTo(this->keyed_.backend(), "_op_state");
+        entries_.template handTo<T>(this->keyed_.backend(), "_op_state", std::move(frozen),
+                                    [](std::vector<std::pair<K, T>>& f, auto&& add) {
+                                      for (const auto& [key, value] : f) add(key, value);
+                                    });
       }
     }
     return Base::snapshotState(checkpointId);

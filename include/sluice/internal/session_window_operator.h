@@ -180,17 +180,39 @@ class SessionWindowOperator final
     }
   }
 
-  // The sessions go to the snapshot (see TableWindowOperator::writeStored).
+  // The sessions go to the snapshot: as a frozen copy where the backend
+  // takes one, else into the state (see TableWindowOperator).
   OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
     this->removeWritten();
-    for (uint32_t k = 0; k < keys_.size(); ++k) {
-      KeyState& ks = keys_[k];
-      if (!ks.used || ks.sessions.empty()) continue;
-      scratch_.sessions.clear();
-      for (const Session& x : ks.sessions) {
-        scratch_.sessions.push_back(StoredSession<ACC>{x.start, x.end, x.firePending, x.acc});
-      }
-      this->writeStored(ks.key);
+    if (this->handsFrozen()) {
+      FrozenSessions frozen;
+      frozen.keys.reserve(frozenKeys_);
+      frozen.sessions.reserve(frozenSessions_);
+      forEachKeyWithSessions([&](const KeyState& ks) {
+        frozen.keys.emplace_back(ks.key, static_cast<uint32_t>(ks.sessions.size()));
+        for (const Session& x : ks.sessions) {
+          frozen.sessions.push_back(StoredSession<ACC>{x.start, x.end, x.firePending, x.acc});
+        }
+      });
+      frozenKeys_ = frozen.keys.size();
+      frozenSessions_ = frozen.sessions.size();
+      this->handFrozen(std::move(frozen), [](FrozenSessions& f, auto&& add) {
+        Stored s;
+        auto next = f.sessions.begin();
+        for (const auto& [key, n] : f.keys) {
+          s.sessions.assign(next, next + n);
+          next += n;
+          add(key, s);
+        }
+      });
+    } else {
+      forEachKeyWithSessions([&](const KeyState& ks) {
+        scratch_.sessions.clear();
+        for (const Session& x : ks.sessions) {
+          scratch_.sessions.push_back(StoredSession<ACC>{x.start, x.end, x.firePending, x.acc});
+        }
+        this->writeStored(ks.key);
+      });
     }
     return this->finishSnapshot(checkpointId);
   }
@@ -327,6 +349,20 @@ class SessionWindowOperator final
 
   int64_t processingTimeForContext() { return this->context().clock().currentTimeMillis(); }
   int64_t watermarkForContext() const { return watermark_; }
+
+  // The sessions as a snapshot takes them where the backend takes a frozen
+  // copy (TableWindowOperator::handFrozen): per key with sessions, its key
+  // and how many of `sessions` (in key order) are its.
+  struct FrozenSessions {
+    std::vector<std::pair<K, uint32_t>> keys;
+    std::vector<StoredSession<ACC>> sessions;
+  };
+  template <class F>
+  void forEachKeyWithSessions(F&& f) const {
+    for (const KeyState& ks : keys_) {
+      if (ks.used && !ks.sessions.empty()) f(ks);
+    }
+  }
 
   // --- the table -------------------------------------------------------------
 
@@ -540,6 +576,9 @@ class SessionWindowOperator final
 
   FlatHashMap<K, uint32_t, TableKeyHash<K>> index_;
   std::vector<KeyState> keys_;
+  // The sizes of the last frozen copy, reserved for the next.
+  size_t frozenKeys_ = 0;
+  size_t frozenSessions_ = 0;
   std::vector<uint32_t> freeKeys_;
   window::SessionQueue queue_;
   int64_t watermark_ = kMinTimestamp;

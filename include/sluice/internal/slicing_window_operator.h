@@ -314,25 +314,31 @@ class TableWindowOperator : public OneInputOperator<IN, OUT> {
     stored_ =
         &getOrCreateValueState<VoidNamespace>(backend, ValueStateDescriptor<Stored>(stateName));
     storedName_ = stateName;
-    entries_.prepare(backend);
+    entries_.prepare(backend, keyed_.keyGroups());
     return backend;
   }
-  // Writes scratch_ as `key`'s entry for the snapshot being taken: where
-  // the backend takes them, serialized into the entries handed to the
-  // snapshot (one append, no state put), else into the state.
+  // Whether the snapshot takes the table as a copy it serializes itself
+  // (handFrozen), where the backend takes that; else each key's entry is
+  // put into the state (writeStored).
+  bool handsFrozen() const { return entries_.prepared(); }
+  // Hands the next snapshot `frozen`, the table's copy, which
+  // `fill(frozen, add)` turns into add(key, Stored) calls on the thread
+  // that writes it (SnapshotEntries::handTo).
+  template <class Frozen, class Fill>
+  void handFrozen(Frozen frozen, Fill fill) {
+    entries_.template handTo<Stored>(keyed_.backend(), storedName_, std::move(frozen),
+                                     std::move(fill));
+  }
+  // Puts scratch_ into the state as `key`'s entry for the snapshot being
+  // taken (where the backend takes no frozen copy).
   void writeStored(const K& key) {
-    if (entries_.prepared()) {
-      entries_.add(keyed_.keyGroupOf(key), key, scratch_);
-      return;
-    }
     keyed_.setCurrentKey(key);
     stored_->update(scratch_);
     written_.push_back(key);
   }
-  // The snapshot, once every key's entry is written.
+  // The snapshot, once every key's entry is written or handed over.
   OperatorStateSnapshot finishSnapshot(int64_t checkpointId) {
     OperatorStateSnapshot s;
-    if (entries_.prepared()) entries_.handTo(keyed_.backend(), storedName_);
     s.keyedState = keyed_.snapshot(checkpointId);
     s.operatorState =
         functionState_.snapshotCheckpointed(windowFunction_->checkpointed(), checkpointId);
@@ -341,11 +347,7 @@ class TableWindowOperator : public OneInputOperator<IN, OUT> {
   // Removes what the last snapshot wrote from the backend: the whole state
   // at once where the backend can (the state holds nothing else: restored
   // entries were taken out when the operator started), else key by key.
-  // Also drops entries a snapshot that failed halfway added.
-  void removeWritten() {
-    entries_.reset();
-    removeWrittenFrom(storedName_, stored_, written_);
-  }
+  void removeWritten() { removeWrittenFrom(storedName_, stored_, written_); }
   // `state` may be null when nothing was written (a state the operator
   // does not use).
   template <class T>
@@ -425,7 +427,7 @@ class TableWindowOperator : public OneInputOperator<IN, OUT> {
   Stored scratch_;
   const char* storedName_ = nullptr;  // stored_'s state name
   std::vector<K> written_;            // keys the last snapshot wrote into stored_
-  // Where the backend takes them (hashmap), a snapshot's entries go there.
+  // Where the backend takes them (hashmap), a snapshot takes a frozen copy.
   SnapshotEntries<K> entries_;
   InternalTimerService<K, W> generalTimers_;  // a restored general operator's, to take over
   Output<IN>* lateOutput_ = nullptr;
@@ -501,23 +503,21 @@ class SlicingWindowOperator final
   OperatorStateSnapshot snapshotState(int64_t checkpointId) override {
     this->removeWritten();
     removeWrittenRefires();
-    // The keys' states are read in table order, i.e. at random: each one's
-    // cache line is fetched kAhead keys before it is written.
-    constexpr size_t kAhead = 8;
-    std::array<std::pair<const K*, Entry*>, kAhead> ahead;
-    size_t seen = 0;
-    const auto write = [&](const std::pair<const K*, Entry*>& p) {
-      toStored(*p.second, scratch_);
-      this->writeStored(*p.first);
-    };
-    index_.forEach([&](const K& key, Entry& e) {
-      if (e.newest.id == kNoSlice) return;
-      __builtin_prefetch(&keys_[e.k]);
-      auto& slot = ahead[seen++ % kAhead];
-      if (seen > kAhead) write(slot);
-      slot = {&key, &e};
-    });
-    for (size_t i = seen > kAhead ? seen - kAhead : 0; i < seen; ++i) write(ahead[i % kAhead]);
+    if (this->handsFrozen()) {
+      FrozenSlices frozen;
+      frozen.keys.reserve(frozenKeys_);
+      frozen.slices.reserve(frozenSlices_);
+      forEachKeyWithSlices([&](const K& key, Entry& e) { freeze(key, e, frozen); });
+      frozenKeys_ = frozen.keys.size();
+      frozenSlices_ = frozen.slices.size();
+      this->handFrozen(std::move(frozen),
+                       [](FrozenSlices& f, auto&& add) { FrozenSlices::fill(f, add); });
+    } else {
+      forEachKeyWithSlices([&](const K& key, Entry& e) {
+        toStored(e, scratch_);
+        this->writeStored(key);
+      });
+    }
     refires_.forEach([&](const K& key, std::vector<std::pair<WindowId, ACC>>& windows) {
       StoredRefires stored;
       stored.first = firedThrough_;
@@ -639,6 +639,81 @@ class SlicingWindowOperator final
 
   int64_t processingTimeForContext() { return this->context().clock().currentTimeMillis(); }
   int64_t watermarkForContext() const { return watermark_; }
+
+  // The table as a snapshot takes it where the backend takes a frozen copy
+  // (TableWindowOperator::handFrozen): what toStored() makes of each key
+  // with slices, unserialized. Per key its key, the watermark of its entry
+  // and how many of `slices` (in key order) are its; the windows some keys
+  // fire again, by key index, ascending.
+  struct FrozenSlices {
+    struct Key {
+      K key;
+      int64_t watermark;
+      uint32_t slices;
+    };
+    std::vector<Key> keys;
+    std::vector<std::pair<int64_t, ACC>> slices;
+    std::vector<std::pair<uint32_t, std::vector<TimeWindow>>> refires;
+
+    // Each key's entry, as toStored() makes it, to `add` (on the thread
+    // that writes the snapshot).
+    template <class Add>
+    static void fill(FrozenSlices& f, Add&& add) {
+      Stored s;
+      size_t slice = 0;
+      size_t refire = 0;
+      for (uint32_t i = 0; i < f.keys.size(); ++i) {
+        const Key& k = f.keys[i];
+        s.clear();
+        s.watermark = k.watermark;
+        for (uint32_t n = 0; n < k.slices; ++n, ++slice) {
+          s.add(f.slices[slice].first, f.slices[slice].second);
+        }
+        if (refire < f.refires.size() && f.refires[refire].first == i) {
+          s.refire = std::move(f.refires[refire++].second);
+        }
+        add(k.key, s);
+      }
+    }
+  };
+  // Appends `e`'s key's entry to `frozen`.
+  void freeze(const K& key, Entry& e, FrozenSlices& frozen) {
+    KeyState& ks = keys_[e.k];
+    const Slices slices(e, ks);
+    const auto index = static_cast<uint32_t>(frozen.keys.size());
+    frozen.keys.push_back({key, storedWatermark(ks), static_cast<uint32_t>(slices.size())});
+    for (size_t i = 0; i < slices.size(); ++i) {
+      frozen.slices.emplace_back(slices[i].id, slices[i].acc);
+    }
+    if (auto it = refire_.find(e.k); it != refire_.end()) [[unlikely]] {
+      std::vector<TimeWindow> windows;
+      for (WindowId w : it->second) windows.push_back(slicing_.window(w));
+      frozen.refires.emplace_back(index, std::move(windows));
+    }
+  }
+  // Calls f(key, entry) for every key with slices, in table order, i.e.
+  // at random in keys_: each key's KeyState is fetched kAhead keys before.
+  template <class F>
+  void forEachKeyWithSlices(F&& f) {
+    constexpr size_t kAhead = 8;
+    std::array<std::pair<const K*, Entry*>, kAhead> ahead;
+    size_t seen = 0;
+    index_.forEach([&](const K& key, Entry& e) {
+      if (e.newest.id == kNoSlice) return;
+      __builtin_prefetch(&keys_[e.k]);
+      auto& slot = ahead[seen++ % kAhead];
+      if (seen > kAhead) f(*slot.first, *slot.second);
+      slot = {&key, &e};
+    });
+    for (size_t i = seen > kAhead ? seen - kAhead : 0; i < seen; ++i) {
+      f(*ahead[i % kAhead].first, *ahead[i % kAhead].second);
+    }
+  }
+  // The watermark a key's stored entry records: for processing time, the
+  // time the windows fired through.
+  int64_t storedWatermark(const KeyState& ks) const {
+    return std::max(ks.restoredWatermark, processingTime_ ? firedThrough_ : watermark_);
+  }
 
   // --- the table -------------------------------------------------------------
 
@@ -1064,8 +1139,7 @@ class SlicingWindowOperator final
     KeyState& ks = keys_[k];
     const Slices slices(e, ks);
     s.clear();
-    // Processing time: the time the windows fired through.
-    s.watermark = std::max(ks.restoredWatermark, processingTime_ ? firedThrough_ : watermark_);
+    s.watermark = storedWatermark(ks);
     for (size_t i = 0; i < slices.size(); ++i) s.add(slices[i].id, slices[i].acc);
     if (auto it = refire_.find(k); it != refire_.end()) {
       for (WindowId w : it->second) s.refire.push_back(slicing_.window(w));
@@ -1263,6 +1337,9 @@ class SlicingWindowOperator final
   InternalValueState<VoidNamespace, StoredRefires>* storedRefires_ = nullptr;
   std::vector<K> writtenRefires_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  // The sizes of the last frozen copy, reserved for the next.
+  size_t frozenKeys_ = 0;
+  size_t frozenSlices_ = 0;
   // Some key was restored with a watermark ahead of the operator's.
   bool restoredAhead_ = false;
   int64_t maxRestoredWatermark_ = kMinTimestamp;

@@ -96,6 +96,16 @@ class KeyedStateSnapshot {
   virtual KeyedSnapshotInfo writeTo(std::ostream& out) = 0;
 };
 
+// Entries handed to a snapshot that it makes when it is written
+// (KeyedStateBackend::addToNextSnapshot): asked for at most once, on the
+// thread that writes the snapshot.
+class SnapshotEntrySource {
+ public:
+  virtual ~SnapshotEntrySource() = default;
+  // Per key group of the backend's range, in addToNextSnapshot's format.
+  virtual std::shared_ptr<const std::vector<std::vector<uint8_t>>> entries() = 0;
+};
+
 class KeyedStateBackend {
  public:
   explicit KeyedStateBackend(KeyedBackendParams params);
@@ -168,6 +178,12 @@ class KeyedStateBackend {
   virtual bool acceptsSnapshotEntries() const { return false; }
   virtual void addToNextSnapshot(const std::string& stateName,
                                  std::shared_ptr<const std::vector<std::vector<uint8_t>>> groups);
+  // The same entries, made when the snapshot is written instead of now:
+  // `source` holds a copy of what they are made of, and the snapshot asks
+  // it for them once, on the thread that writes it, which need not be the
+  // task's. So the synchronous part of a checkpoint only copies.
+  virtual void addToNextSnapshot(const std::string& stateName,
+                                 std::shared_ptr<SnapshotEntrySource> source);
 
   // Releases everything (RocksDB: closes the database and removes its
   // directory). Idempotent; the destructor calls it.

@@ -12,7 +12,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -151,6 +154,53 @@ TEST_P(RunConfigTest, KeyedRunningReduceKeepsEachKeysSum) {
     EXPECT_EQ(out[0].value, (IV{key, model[key]})) << "element " << i;
   }
   n.close();
+}
+
+// On hashmap the running values live in the operator's table; a snapshot
+// copies it and serializes the copy when it is written, on the runtime's
+// I/O thread, while the task goes on changing the sums and adding keys.
+// Restored from it, every key's sum is the one of the moment it was taken.
+TEST(KeyedReduceSnapshotTest, ASnapshotWrittenLaterHoldsTheSumsItWasTakenWith) {
+  using IV = std::pair<int64_t, int64_t>;
+  StreamExecutionEnvironment env;
+  auto sum = env.fromCollection(std::vector<IV>{})
+                 .keyBy([](const IV& e) { return e.first; })
+                 .reduce([](const IV& acc, const IV& e) {
+                   return IV{acc.first, acc.second + e.second};
+                 });
+  const auto factory = env.getStreamGraph().node(sum.getId()).factory;
+  auto open = [&](const OperatorStateRestore* restore) {
+    auto h = std::make_unique<testing::OperatorHarness<IV>>(factory->createOperator());
+    h->context().config().set(options::kStateBackendType, std::string("hashmap"));
+    h->open(restore);
+    return h;
+  };
+  auto running = open(nullptr);
+  std::map<int64_t, int64_t> model;
+  for (int64_t i = 0; i < 300; ++i) {
+    running->processElement<IV>(0, IV{i % 37, i});
+    model[i % 37] += i;
+  }
+  OperatorStateSnapshot taken = running->snapshotState(1);
+  for (int64_t i = 0; i < 300; ++i) running->processElement<IV>(0, IV{i % 53, 1000});
+
+  testing::CapturedSnapshot written;
+  written.operatorState = taken.operatorState;
+  written.timers = taken.timers;
+  std::thread writer([&] {
+    std::ostringstream out;
+    taken.keyedState->writeTo(out);
+    written.keyedState = std::make_shared<const std::string>(out.str());
+  });
+  writer.join();
+
+  const auto restores = testing::redistribute({written}, 1);
+  auto restored = open(&restores[0]);
+  for (int64_t key = 0; key < 53; ++key) {
+    restored->processElement<IV>(0, IV{key, 0});
+    const int64_t expected = model.count(key) ? model[key] : 0;
+    ASSERT_EQ(restored->values().back(), (IV{key, expected})) << "key " << key;
+  }
 }
 
 // ---- two keyed inputs ----------------------------------------------------------

@@ -632,29 +632,50 @@ TEST(HeapBackendTest, EntriesHandedToTheNextSnapshotAreWrittenAsTheStates) {
   }
 }
 
-// SnapshotEntries, what the table operators hand a snapshot with: the
-// entries of a snapshot that failed halfway are dropped by reset(), not
-// written by the next one; a key outside the subtask's key groups is
-// refused, naming its group and the range.
-TEST(HeapBackendTest, SnapshotEntriesOfAFailedSnapshotAreDroppedAndForeignKeysRefused) {
+// SnapshotEntries, what the table operators hand a snapshot with: a copy
+// of the operator's table, made into entries only when the snapshot is
+// written, on the thread that writes it, once; the table may change
+// meanwhile. A key outside the subtask's key groups fails the write, naming
+// its group and the range; so does a source with the wrong number of
+// groups, naming the state.
+TEST(HeapBackendTest, SnapshotEntriesAreMadeWhereTheSnapshotIsWrittenFromTheirCopy) {
   auto backend = newBackend(KeyGroupRange{0, 63});
   States s(*backend);
   internal::SnapshotEntries<int64_t> entries;
-  ASSERT_TRUE(entries.prepare(*backend));
+  ASSERT_TRUE(entries.prepare(*backend, KeyGroupAssigner(128)));
   std::vector<int64_t> lower;  // keys of the backend's groups
   for (int64_t k = 0; lower.size() < 200; ++k) {
     if (assignToKeyGroup(k, 128) < 64) lower.push_back(k);
   }
-  for (size_t i = 0; i < 100; ++i) entries.add(assignToKeyGroup(lower[i], 128), lower[i], -1L);
-  entries.reset();  // that snapshot failed
+  std::vector<std::pair<int64_t, int64_t>> table;  // the operator's table
   std::map<int64_t, int64_t> expected;
-  for (size_t i = 100; i < 200; ++i) {
-    entries.add(assignToKeyGroup(lower[i], 128), lower[i], lower[i] * 2);
-    expected[lower[i]] = lower[i] * 2;
+  for (int64_t k : lower) {
+    table.emplace_back(k, k * 2);
+    expected[k] = k * 2;
   }
-  entries.handTo(*backend, "count");
+  int fills = 0;
+  std::thread::id fillThread;
+  using Table = std::vector<std::pair<int64_t, int64_t>>;
+  entries.handTo<int64_t>(*backend, "count", table, [&](Table& frozen, auto&& add) {
+    ++fills;
+    fillThread = std::this_thread::get_id();
+    for (const auto& [k, v] : frozen) add(k, v);
+  });
+  for (auto& [k, v] : table) v = -1;  // the table goes on changing
+  std::unique_ptr<KeyedStateSnapshot> snapshot = backend->snapshot();
+  EXPECT_EQ(fills, 0) << "the entries were made before the snapshot was written";
+  auto bytes = std::make_shared<std::string>();
+  std::thread writer([&] {
+    std::ostringstream out;
+    snapshot->writeTo(out);
+    *bytes = out.str();
+  });
+  writer.join();
+  EXPECT_EQ(fills, 1);
+  EXPECT_NE(fillThread, std::this_thread::get_id());
+
   auto restored = newBackend(KeyGroupRange{0, 63});
-  restoreFrom(*restored, snapshotBytes(*backend));
+  restoreFrom(*restored, bytes);
   States r(*restored);
   std::map<int64_t, int64_t> got;
   for (int64_t k : lower) {
@@ -662,15 +683,39 @@ TEST(HeapBackendTest, SnapshotEntriesOfAFailedSnapshotAreDroppedAndForeignKeysRe
     if (std::optional<int64_t> v = r.count.value()) got[k] = *v;
   }
   EXPECT_EQ(got, expected);
+  EXPECT_EQ(fills, 1);
+
+  // The next snapshot has the state's own entries only.
+  auto again = newBackend(KeyGroupRange{0, 63});
+  restoreFrom(*again, snapshotBytes(*backend));
+  EXPECT_TRUE(keysOf<int64_t>(*again, "count").empty());
+  EXPECT_EQ(fills, 1);
 
   int64_t foreign = 0;
   while (assignToKeyGroup(foreign, 128) < 64) ++foreign;
+  entries.handTo<int64_t>(*backend, "count", Table{{foreign, 1}}, [](Table& frozen, auto&& add) {
+    for (const auto& [k, v] : frozen) add(k, v);
+  });
   try {
-    entries.add(assignToKeyGroup(foreign, 128), foreign, 1L);
-    ADD_FAILURE() << "a key of key group " << assignToKeyGroup(foreign, 128) << " was taken";
+    snapshotBytes(*backend);
+    ADD_FAILURE() << "a key of key group " << assignToKeyGroup(foreign, 128) << " was written";
   } catch (const SluiceException& e) {
     EXPECT_THAT(e.what(), HasSubstr("key group " + std::to_string(assignToKeyGroup(foreign, 128))));
     EXPECT_THAT(e.what(), HasSubstr("range [0, 63]"));
+  }
+
+  struct ThreeGroups final : SnapshotEntrySource {
+    std::shared_ptr<const std::vector<std::vector<uint8_t>>> entries() override {
+      return std::make_shared<std::vector<std::vector<uint8_t>>>(3);
+    }
+  };
+  backend->addToNextSnapshot("count", std::make_shared<ThreeGroups>());
+  try {
+    snapshotBytes(*backend);
+    ADD_FAILURE() << "entries in 3 key groups were written by a backend of 64";
+  } catch (const SluiceException& e) {
+    EXPECT_THAT(e.what(), HasSubstr("state 'count'"));
+    EXPECT_THAT(e.what(), HasSubstr("must come in 64 key groups, got 3"));
   }
 }
 

@@ -188,6 +188,34 @@ TEST(SessionWindowTest, TakesOverTheGeneralOperatorsSessions) {
   }
 }
 
+// On hashmap a snapshot takes a copy of the sessions and serializes it when
+// it is written, while the task goes on: restored from a snapshot written
+// after the operator ran on to the end (sessions merged, fired, cleaned
+// up), the operator goes on from where the snapshot was taken.
+TEST(SessionWindowTest, ASnapshotWrittenLaterHoldsTheSessionsItWasTakenWith) {
+  std::mt19937_64 rng(91);
+  for (int round = 0; round < 16; ++round) {
+    Shape shape = randomShape(rng);
+    shape.passThrough = false;
+    SCOPED_TRACE("round " + std::to_string(round) + ": " + shape.describe());
+    const std::vector<Step> steps = randomSteps(rng, 50, shape.gap);
+    const size_t cut = 5 + rng() % 40;
+    Subtasks<Out> straight(windowOperator<Out>(shape, true), 1, nullptr);
+    for (size_t i = 0; i < cut; ++i) straight.step(steps[i]);
+    straight.take();
+    OperatorStateSnapshot taken = straight.harnesses[0]->snapshotState(1);
+    const auto expected = feed(straight, steps, cut);  // runs on before the write
+    const std::vector<testing::CapturedSnapshot> written{writeOnAnotherThread(std::move(taken))};
+    for (int parallelism : {1, 2}) {
+      SCOPED_TRACE("restored at parallelism " + std::to_string(parallelism));
+      const auto restores = testing::redistribute(written, parallelism);
+      Subtasks<Out> restored(windowOperator<Out>(shape, true), parallelism, &restores);
+      EXPECT_EQ(feed(restored, steps, cut), expected);
+    }
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
 TEST(SessionWindowTest, TheGeneralOperatorRefusesSessions) {
   Shape shape;
   Subtasks<Out> sessions(windowOperator<Out>(shape, true), 1, nullptr);

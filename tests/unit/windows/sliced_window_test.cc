@@ -383,6 +383,41 @@ TEST(SlicedWindowTest, EachOfSeveralCheckpointsHoldsEverySlice) {
   }
 }
 
+// On hashmap a snapshot takes a copy of the slices and serializes it when
+// it is written, on the runtime's I/O thread, while the task goes on: it
+// holds the slices of the moment it was taken however the operator changed
+// them before the write (windows fired and cleaned up, slices added, keys
+// added and gone).
+TEST(SlicedWindowTest, ASnapshotWrittenLaterHoldsTheSlicesItWasTakenWith) {
+  Shape sliding = tumbling(10, 10);
+  sliding.windows = {window::AlignedKind::kSliding, 10, 5, 0};
+  for (const Shape& shape : {tumbling(10, 10), sliding}) {
+    SCOPED_TRACE(shape.describe());
+    const std::vector<std::string> expected = straightThrough(shape, true);
+    ASSERT_FALSE(expected.empty());
+
+    Subtasks<Out> first(windowOperator<Out>(shape, true), 1, nullptr);
+    feedBefore(first);
+    first.take();
+    OperatorStateSnapshot taken = first.harnesses[0]->snapshotState(1);
+    first.element({"e", 5}, 14);
+    first.element({"a", 7}, 16);
+    std::vector<std::string> meanwhile;
+    feedAfter(first, meanwhile);  // fires and cleans up every window
+    ASSERT_FALSE(meanwhile.empty());
+    const std::vector<testing::CapturedSnapshot> written{writeOnAnotherThread(std::move(taken))};
+
+    for (int parallelism : {1, 2}) {
+      SCOPED_TRACE("restored at parallelism " + std::to_string(parallelism));
+      const auto restores = testing::redistribute(written, parallelism);
+      Subtasks<Out> restored(windowOperator<Out>(shape, true), parallelism, &restores);
+      std::vector<std::string> actual;
+      feedAfter(restored, actual);
+      EXPECT_EQ(actual, expected);
+    }
+  }
+}
+
 TEST(SlicedWindowTest, RefusesTheGeneralOperatorsSlidingWindows) {
   Shape shape;
   shape.windows = {window::AlignedKind::kSliding, 10, 5, 0};
