@@ -27,6 +27,10 @@
 //                              task spends when the checkpoint completes
 //                              (complete_ms: the sliced operator removes
 //                              its slices from the backend again)
+//   SessionSnapshot/<keys>/<session>  the same with one open 1 s-gap
+//                              event-time session per key (the session
+//                              operator, or the general one)
+//   ReduceSnapshot/<keys>      the same for the keyed running reduce
 //
 // Counters: ns per element (per snapshot), and elements per second.
 #include <chrono>
@@ -72,8 +76,8 @@ class CountingOutput final : public sluice::Output<Event> {
 };
 
 // kRunningSum is no window: the keyed running reduce (KeyedReduceOperator),
-// for the Snapshot rows.
-enum class Windows { kTumbling, kSliding, kCumulating, kSlidingProcessing, kRunningSum };
+// for the Snapshot rows; kSession (1 s gap) is for them too.
+enum class Windows { kTumbling, kSliding, kCumulating, kSlidingProcessing, kRunningSum, kSession };
 
 // One subtask of the window operator of a job, ready for records.
 class WindowTask {
@@ -107,6 +111,9 @@ class WindowTask {
                  .getId();
         processingTime_ = true;
         break;
+      case Windows::kSession:
+        id = keyed.window(sluice::EventTimeSessionWindows::withGap(seconds(1))).sum(1).getId();
+        break;
       case Windows::kRunningSum:
         id = keyed
                  .reduce([](const Event& a, const Event& b) {
@@ -116,7 +123,8 @@ class WindowTask {
         break;
     }
     const sluice::StreamNode& node = env.getStreamGraph().node(id);
-    if (windows != Windows::kRunningSum && (node.name.rfind("SlicingWindow(", 0) == 0) != slicing) {
+    const char* fast = windows == Windows::kSession ? "SessionWindow(" : "SlicingWindow(";
+    if (windows != Windows::kRunningSum && (node.name.rfind(fast, 0) == 0) != slicing) {
       throw std::runtime_error("unexpected window operator " + node.name);
     }
     op_ = node.factory->createOperator();
@@ -212,6 +220,13 @@ void BM_Snapshot(benchmark::State& state) {
   state.SetLabel(slicing ? "sliced" : "general");
 }
 
+void BM_SessionSnapshot(benchmark::State& state) {
+  const bool slicing = state.range(1) != 0;
+  WindowTask task(Windows::kSession, slicing);
+  snapshots(state, task, state.range(0));
+  state.SetLabel(slicing ? "session" : "general");
+}
+
 void BM_ReduceSnapshot(benchmark::State& state) {
   WindowTask task(Windows::kRunningSum, false);
   snapshots(state, task, state.range(0));
@@ -228,6 +243,7 @@ BENCHMARK(BM_Sliding)->Apply(args)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Cumulating)->Apply(args)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SlidingProcessing)->Apply(args)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Snapshot)->Apply(args)->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(BM_SessionSnapshot)->Apply(args)->Unit(benchmark::kMillisecond)->Iterations(3);
 BENCHMARK(BM_ReduceSnapshot)
     ->Arg(10'000)
     ->Arg(1'000'000)
