@@ -67,13 +67,22 @@ class WithEntriesPart final : public heap::StateSnapshotPart {
                      int64_t now) override {
     own_->writeKeyGroup(g, stateIndex, writer, now);
     if (!entries_) {
-      auto groups = source_->entries();
+      // Made once: a write that failed here fails the same way again.
+      if (!error_.empty()) throw SluiceException(error_);
+      std::shared_ptr<const std::vector<std::vector<uint8_t>>> groups;
+      try {
+        groups = source_->entries();
+      } catch (const std::exception& e) {
+        error_ = e.what();
+        source_.reset();
+        throw;
+      }
       source_.reset();  // what the entries were made of may go now
       if (groups == nullptr || groups->size() != numGroups_) {
-        throw SluiceException("keyed state backend of " + operatorName_ + ": entries for state '" +
-                              meta_.name + "' must come in " + std::to_string(numGroups_) +
-                              " key groups, got " +
-                              std::to_string(groups == nullptr ? 0 : groups->size()));
+        error_ = "keyed state backend of " + operatorName_ + ": entries for state '" + meta_.name +
+                 "' must come in " + std::to_string(numGroups_) + " key groups, got " +
+                 std::to_string(groups == nullptr ? 0 : groups->size());
+        throw SluiceException(error_);
       }
       entries_.emplace(meta_, std::move(groups), forEach_);
     }
@@ -88,6 +97,7 @@ class WithEntriesPart final : public heap::StateSnapshotPart {
   size_t numGroups_;
   std::string operatorName_;
   std::optional<RestoredPart> entries_;
+  std::string error_;  // why making the entries failed
 };
 
 // The current key's group and entry key, through one EntryKey.

@@ -237,7 +237,9 @@ void KeyedStateBackend::addToNextSnapshot(
 
 void KeyedStateBackend::addToNextSnapshot(const std::string& stateName,
                                           std::shared_ptr<SnapshotEntrySource>) {
-  addToNextSnapshot(stateName, std::shared_ptr<const std::vector<std::vector<uint8_t>>>());
+  throw SluiceException("the " + std::string(name()) + " state backend of operator '" +
+                        params_.operatorName + "' takes no entries for state '" + stateName +
+                        "' into its snapshots");
 }
 
 std::unique_ptr<StateSnapshotWriter> KeyedStateBackend::nativeSnapshot(int64_t) { return nullptr; }

@@ -4,7 +4,9 @@
 // job configuration (`state.backend.type`, RocksDB's local directory, the
 // slot's managed memory), restores it from a snapshot when there is one,
 // serializes each element's key once and makes it the backend's current key,
-// and snapshots and disposes of the backend. Task thread only.
+// and snapshots and disposes of the backend. Task thread only, but for the
+// SnapshotEntrySource that SnapshotEntries hands a snapshot, which runs on
+// the thread that writes it.
 #pragma once
 
 #include <cstdint>
@@ -105,6 +107,8 @@ class SnapshotEntries {
     firstGroup_ = range.startKeyGroup;
     numGroups_ = static_cast<size_t>(range.endKeyGroup - range.startKeyGroup + 1);
     keyGroups_ = keyGroups;
+    operator_ = "operator '" + backend.params().operatorName + "' (subtask " +
+                std::to_string(backend.params().subtaskIndex) + ")";
     return true;
   }
   bool prepared() const { return numGroups_ != 0; }
@@ -117,8 +121,9 @@ class SnapshotEntries {
   template <class V, class Frozen, class Fill>
   void handTo(KeyedStateBackend& backend, const std::string& stateName, Frozen frozen, Fill fill) {
     backend.addToNextSnapshot(
-        stateName, std::make_shared<Source<V, Frozen, Fill>>(std::move(frozen), std::move(fill),
-                                                             keyGroups_, firstGroup_, numGroups_));
+        stateName, std::make_shared<Source<V, Frozen, Fill>>(
+                       std::move(frozen), std::move(fill), keyGroups_, firstGroup_, numGroups_,
+                       operator_ + ", state '" + stateName + "'"));
   }
 
  private:
@@ -126,12 +131,13 @@ class SnapshotEntries {
   class Source final : public SnapshotEntrySource {
    public:
     Source(Frozen frozen, Fill fill, KeyGroupAssigner keyGroups, int32_t firstGroup,
-           size_t numGroups)
+           size_t numGroups, std::string what)
         : frozen_(std::move(frozen)),
           fill_(std::move(fill)),
           keyGroups_(keyGroups),
           firstGroup_(firstGroup),
-          numGroups_(numGroups) {}
+          numGroups_(numGroups),
+          what_(std::move(what)) {}
 
     std::shared_ptr<const std::vector<std::vector<uint8_t>>> entries() override {
       auto groups = std::make_shared<std::vector<std::vector<uint8_t>>>(numGroups_);
@@ -140,8 +146,8 @@ class SnapshotEntries {
         const int32_t keyGroup = keyGroups_.keyGroupOf(key);
         const auto g = static_cast<size_t>(keyGroup - firstGroup_);  // negative: wraps
         if (g >= numGroups_) {
-          throw SluiceException("key group " + std::to_string(keyGroup) +
-                                " of a key in the snapshot is not in " + "this subtask's range [" +
+          throw SluiceException(what_ + ": key group " + std::to_string(keyGroup) +
+                                " of a key in the snapshot is not in this subtask's range [" +
                                 std::to_string(firstGroup_) + ", " +
                                 std::to_string(firstGroup_ + static_cast<int32_t>(numGroups_) - 1) +
                                 "] (was the key selector deterministic?)");
@@ -162,6 +168,7 @@ class SnapshotEntries {
     KeyGroupAssigner keyGroups_;
     int32_t firstGroup_;
     size_t numGroups_;
+    std::string what_;  // "operator '...' (subtask n), state '...'", for errors
   };
 
   // Appends what `write` serializes as a varuint length and the bytes
@@ -183,6 +190,7 @@ class SnapshotEntries {
   KeyGroupAssigner keyGroups_{128};
   int32_t firstGroup_ = 0;
   size_t numGroups_ = 0;
+  std::string operator_;  // "operator '...' (subtask n)"
 };
 
 }  // namespace sluice::internal

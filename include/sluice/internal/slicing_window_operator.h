@@ -280,10 +280,11 @@ struct SlicingWindowSpec : TableWindowSpec<K, IN, ACC, V, OUT> {
 
 // What the sliced and the session window operator share. Both keep their
 // windows in a table of their own; a snapshot holds it as the entries of
-// keyed state `stateName` (one `Stored` per key): serialized per key group
-// and handed to the snapshot where the backend takes that
-// (KeyedStateBackend::addToNextSnapshot, hashmap), else put into the state
-// and removed again once the checkpoint completed or at the next snapshot.
+// keyed state `stateName` (one `Stored` per key): where the backend takes
+// that (KeyedStateBackend::addToNextSnapshot, hashmap), a copy of the table
+// handed to the snapshot, which serializes it when it is written
+// (handFrozen); else put into the state (writeStored) and removed again
+// once the checkpoint completed or at the next snapshot.
 // Here: the user's incremental and window functions, that keyed state, the
 // window function's operator state, and what a fired window is emitted
 // through (the ProcessWindowFunction context, side outputs, collector).
@@ -496,7 +497,7 @@ class SlicingWindowOperator final
     }
   }
 
-  // The slices go to the snapshot (see writeStored); the windows to fire
+  // The slices go to the snapshot (handFrozen or writeStored); the windows to fire
   // again go into keyed state and out of it once the checkpoint completed
   // (its snapshot is written by then, so removing them copies nothing), or
   // at the next snapshot.

@@ -167,7 +167,8 @@ class KeyedStateBackend {
   virtual bool clearState(const std::string& stateName);
 
   // Entries of state `stateName` that its operator keeps outside the
-  // backend (the sliced and session window operators' tables), handed to
+  // backend (the sliced and session window operators' and the keyed
+  // reduce's tables), handed to
   // the next snapshot() instead of being put into the state key by key:
   // per key group of this backend's range, from its start,
   // (varuint key length, key, varuint value length, value)*, the key as

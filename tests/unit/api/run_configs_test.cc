@@ -183,6 +183,7 @@ TEST(KeyedReduceSnapshotTest, ASnapshotWrittenLaterHoldsTheSumsItWasTakenWith) {
   }
   OperatorStateSnapshot taken = running->snapshotState(1);
   for (int64_t i = 0; i < 300; ++i) running->processElement<IV>(0, IV{i % 53, 1000});
+  running.reset();  // gone before the write: the copy must not point into its table
 
   testing::CapturedSnapshot written;
   written.operatorState = taken.operatorState;

@@ -702,6 +702,7 @@ TEST(HeapBackendTest, SnapshotEntriesAreMadeWhereTheSnapshotIsWrittenFromTheirCo
   } catch (const SluiceException& e) {
     EXPECT_THAT(e.what(), HasSubstr("key group " + std::to_string(assignToKeyGroup(foreign, 128))));
     EXPECT_THAT(e.what(), HasSubstr("range [0, 63]"));
+    EXPECT_THAT(e.what(), HasSubstr("(subtask 0), state 'count'"));
   }
 
   struct ThreeGroups final : SnapshotEntrySource {

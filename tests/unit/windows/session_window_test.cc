@@ -205,6 +205,7 @@ TEST(SessionWindowTest, ASnapshotWrittenLaterHoldsTheSessionsItWasTakenWith) {
     straight.take();
     OperatorStateSnapshot taken = straight.harnesses[0]->snapshotState(1);
     const auto expected = feed(straight, steps, cut);  // runs on before the write
+    straight.harnesses.clear();  // and is gone (the copy must not point into it)
     const std::vector<testing::CapturedSnapshot> written{writeOnAnotherThread(std::move(taken))};
     for (int parallelism : {1, 2}) {
       SCOPED_TRACE("restored at parallelism " + std::to_string(parallelism));
