@@ -168,12 +168,11 @@ class KeyedStateBackend {
 
   // Entries of state `stateName` that its operator keeps outside the
   // backend (the sliced and session window operators' and the keyed
-  // reduce's tables), handed to
-  // the next snapshot() instead of being put into the state key by key:
-  // per key group of this backend's range, from its start,
-  // (varuint key length, key, varuint value length, value)*, the key as
-  // setCurrentKey() takes it followed by the namespace's bytes, the value
-  // as the state's serializer writes it. The snapshot writes them as that
+  // reduce's tables), handed to the next snapshot() instead of being put
+  // into the state key by key: per key group of this backend's range, from
+  // its start, (varuint key length, key, varuint value length, value)*, the
+  // key as setCurrentKey() takes it followed by the namespace's bytes, the
+  // value as the state's serializer writes it. The snapshot writes them as that
   // state's entries, after its own. Only where acceptsSnapshotEntries()
   // (hashmap); the state must be registered.
   virtual bool acceptsSnapshotEntries() const { return false; }
