@@ -338,7 +338,25 @@ void CheckpointCoordinator::shutdown(JobStatus status) {
   if (storage_.jobDirectory().empty()) return;
   const bool discard = status == JobStatus::kFinished ||
                        (status == JobStatus::kCanceled && !config_.retainOnCancellation);
-  if (discard) discardDirectory(storage_.jobDirectory());
+  if (discard) {
+    discardDirectory(storage_.jobDirectory());
+    return;
+  }
+  // The checkpoints that stay are those with metadata. A directory without
+  // is what a task left of a checkpoint that never completed: one aborted
+  // while the task was still writing into it (the abort removed the
+  // directory, the task's files made it again, and a write that then failed
+  // removed only its own files), or one pending when the job ended. The
+  // tasks are gone: nothing writes into them any more.
+  std::error_code ec;
+  std::vector<std::string> unfinished;
+  for (fs::directory_iterator it(storage_.jobDirectory(), ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const fs::path& dir = it->path();
+    if (dir.filename().string().rfind("chk-", 0) != 0 || !it->is_directory(ec)) continue;
+    if (!fs::exists(dir / kMetadataFileName, ec)) unfinished.push_back(dir.string());
+  }
+  for (const auto& dir : unfinished) discardDirectory(dir);
 }
 
 // ---- triggers ---------------------------------------------------------------------

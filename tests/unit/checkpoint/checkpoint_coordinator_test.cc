@@ -541,6 +541,40 @@ TEST_F(CoordinatorTest, RetainsTheNewestCheckpointsAndShutdownAppliesRetention) 
   EXPECT_FALSE(fs::exists(jobDir)) << "a finished job's checkpoints go";
 }
 
+// A task still writing into a checkpoint when it was aborted can leave a
+// directory behind after the abort removed it (the directory's files are
+// what made it again); one pending when the job ends has no metadata
+// either. A job that ends with its checkpoints kept keeps only those with
+// metadata, and the shared files.
+TEST_F(CoordinatorTest, ShutdownRemovesTheDirectoriesOfCheckpointsThatNeverCompleted) {
+  test::TempDir dir("coordinator-unfinished");
+  CheckpointCoordinatorConfig c = periodic(10);
+  c.checkpointsBase = dir.str();
+  c.retainOnCancellation = true;
+  c.tolerableFailures = 10;
+  start(c);
+  const fs::path jobDir = fs::path(dir.str()) / "0123456789abcdef0123456789abcdef";
+  advance(0);
+  advance(10);
+  ackAll(1);
+  ASSERT_TRUE(fs::exists(jobDir / "chk-1" / kMetadataFileName));
+  advance(10);  // checkpoint 2, aborted by one task while another still writes
+  coordinator->declineCheckpoint(2, job.tasks[1], "could not snapshot", true);
+  EXPECT_FALSE(fs::exists(jobDir / "chk-2")) << "the abort removes its directory";
+  fs::create_directories(jobDir / "chk-2" / "1-0");
+  std::ofstream(jobDir / "chk-2" / "1-0" / "MANIFEST-000005") << "late";
+  advance(10);  // checkpoint 3, pending when the job ends
+  ASSERT_TRUE(fs::exists(jobDir / "chk-3"));
+  fs::create_directories(jobDir / "shared");
+  std::ofstream(jobDir / "shared" / "000012.sst") << "shared";
+  coordinator->attemptEnded();
+  coordinator->shutdown(JobStatus::kCanceled);
+  EXPECT_TRUE(fs::exists(jobDir / "chk-1" / kMetadataFileName)) << "retained on cancellation";
+  EXPECT_FALSE(fs::exists(jobDir / "chk-2")) << "left by a late writer";
+  EXPECT_FALSE(fs::exists(jobDir / "chk-3")) << "pending when the job ended";
+  EXPECT_TRUE(fs::exists(jobDir / "shared" / "000012.sst"));
+}
+
 TEST_F(CoordinatorTest, TheEndOfAnAttemptAbortsWhatIsPendingWithoutCountingIt) {
   start(periodic(10));
   advance(0);
