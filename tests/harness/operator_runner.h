@@ -37,6 +37,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -328,5 +329,24 @@ class OperatorRunner {
   int64_t clock_ = options_.clock;
   int64_t step_ = 1;
 };
+
+// A snapshot taken earlier, written now on another thread, as the
+// runtime's I/O thread writes it while the task goes on.
+inline testing::CapturedSnapshot writeOnAnotherThread(OperatorStateSnapshot s) {
+  testing::CapturedSnapshot captured;
+  captured.operatorState = std::move(s.operatorState);
+  captured.timers = std::move(s.timers);
+  if (s.keyedState) {
+    std::string bytes;
+    std::thread writer([&] {
+      std::ostringstream out;
+      s.keyedState->writeTo(out);
+      bytes = out.str();
+    });
+    writer.join();
+    captured.keyedState = std::make_shared<const std::string>(std::move(bytes));
+  }
+  return captured;
+}
 
 }  // namespace sluice::test

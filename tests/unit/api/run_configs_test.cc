@@ -13,9 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -185,17 +183,7 @@ TEST(KeyedReduceSnapshotTest, ASnapshotWrittenLaterHoldsTheSumsItWasTakenWith) {
   for (int64_t i = 0; i < 300; ++i) running->processElement<IV>(0, IV{i % 53, 1000});
   running.reset();  // gone before the write: the copy must not point into its table
 
-  testing::CapturedSnapshot written;
-  written.operatorState = taken.operatorState;
-  written.timers = taken.timers;
-  std::thread writer([&] {
-    std::ostringstream out;
-    taken.keyedState->writeTo(out);
-    written.keyedState = std::make_shared<const std::string>(out.str());
-  });
-  writer.join();
-
-  const auto restores = testing::redistribute({written}, 1);
+  const auto restores = testing::redistribute({test::writeOnAnotherThread(std::move(taken))}, 1);
   auto restored = open(&restores[0]);
   for (int64_t key = 0; key < 53; ++key) {
     restored->processElement<IV>(0, IV{key, 0});

@@ -206,7 +206,8 @@ TEST(SessionWindowTest, ASnapshotWrittenLaterHoldsTheSessionsItWasTakenWith) {
     OperatorStateSnapshot taken = straight.harnesses[0]->snapshotState(1);
     const auto expected = feed(straight, steps, cut);  // runs on before the write
     straight.harnesses.clear();  // and is gone (the copy must not point into it)
-    const std::vector<testing::CapturedSnapshot> written{writeOnAnotherThread(std::move(taken))};
+    const std::vector<testing::CapturedSnapshot> written{
+        test::writeOnAnotherThread(std::move(taken))};
     for (int parallelism : {1, 2}) {
       SCOPED_TRACE("restored at parallelism " + std::to_string(parallelism));
       const auto restores = testing::redistribute(written, parallelism);

@@ -408,7 +408,8 @@ TEST(SlicedWindowTest, ASnapshotWrittenLaterHoldsTheSlicesItWasTakenWith) {
     // The operator is gone before the write (a copy that still pointed
     // into its table would read freed memory, which the sanitizer reports).
     first.harnesses.clear();
-    const std::vector<testing::CapturedSnapshot> written{writeOnAnotherThread(std::move(taken))};
+    const std::vector<testing::CapturedSnapshot> written{
+        test::writeOnAnotherThread(std::move(taken))};
 
     for (int parallelism : {1, 2}) {
       SCOPED_TRACE("restored at parallelism " + std::to_string(parallelism));

@@ -11,9 +11,7 @@
 #include <exception>
 #include <initializer_list>
 #include <memory>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -224,25 +222,6 @@ struct Subtasks {
     return out;
   }
 };
-
-// A snapshot taken earlier, written now on another thread, as the
-// runtime's I/O thread writes it while the task goes on.
-inline testing::CapturedSnapshot writeOnAnotherThread(OperatorStateSnapshot s) {
-  testing::CapturedSnapshot captured;
-  captured.operatorState = std::move(s.operatorState);
-  captured.timers = std::move(s.timers);
-  if (s.keyedState) {
-    std::string bytes;
-    std::thread writer([&] {
-      std::ostringstream out;
-      s.keyedState->writeTo(out);
-      bytes = out.str();
-    });
-    writer.join();
-    captured.keyedState = std::make_shared<const std::string>(std::move(bytes));
-  }
-  return captured;
-}
 
 // What `f` threw, or "(no error)".
 template <class F>
