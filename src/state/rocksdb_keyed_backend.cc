@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <numeric>
 #include <set>
 #include <sstream>
 #include <string>
@@ -17,6 +18,7 @@
 #include <rocksdb/perf_level.h>
 #include <rocksdb/snapshot.h>
 #include <rocksdb/sst_file_reader.h>
+#include <rocksdb/sst_file_writer.h>
 #include <rocksdb/table.h>
 #include <rocksdb/table_properties.h>
 #include <rocksdb/unique_id.h>
@@ -160,6 +162,7 @@ struct RocksDbKeyedStateBackend::Impl {
   std::shared_ptr<OwnedDirectory> workDir;
   std::shared_ptr<Database> database;  // null once disposed
   int32_t generation = 0;              // numbers the database directories
+  int32_t snapshotCopies = 0;          // numbers snapshotWith()'s staging directories
   // Every column family of the open database, by name.
   std::map<std::string, std::unique_ptr<ColumnFamily>> columnFamilies;
   rocksdb::WriteOptions writeOptions;
@@ -523,23 +526,78 @@ RocksDbKeyedStateBackend::PrefixIterator RocksDbKeyedStateBackend::iteratePrefix
 
 namespace {
 
+// A state as a canonical snapshot writes it.
+struct SnapshotState {
+  rocksdb::ColumnFamilyHandle* handle;
+  StateMetaInfo meta;
+  std::string what;
+};
+
+// Writes the canonical snapshot of `states` in `db` (as of `snapshot`, or
+// now when null) to `out`. With ttlCleanupFullSnapshot, expired entries are
+// left out.
+KeyedSnapshotInfo writeCanonical(rocksdb::DB& db, const rocksdb::Snapshot* snapshot,
+                                 const std::vector<SnapshotState>& states,
+                                 const KeyedBackendParams& params, std::ostream& out) {
+  const KeyGroupRange range = params.keyGroupRange;
+  std::vector<StateMetaInfo> metas;
+  for (const SnapshotState& s : states) metas.push_back(s.meta);
+  CanonicalSnapshotWriter writer(out, params.keySchema, params.maxParallelism, range,
+                                 std::move(metas));
+  const int64_t now = params.clock->currentTimeMillis();
+
+  const std::string lower = keyGroupPrefix(range.startKeyGroup);
+  const std::string upper = keyGroupPrefix(range.endKeyGroup + 1);
+  const rocksdb::Slice lowerSlice = slice(lower);
+  const rocksdb::Slice upperSlice = slice(upper);
+  rocksdb::ReadOptions options;
+  options.snapshot = snapshot;
+  options.fill_cache = false;
+  options.iterate_lower_bound = &lowerSlice;
+  options.iterate_upper_bound = &upperSlice;
+
+  // One iterator per state, advanced key group by key group, so each
+  // column family is scanned once.
+  std::vector<std::unique_ptr<rocksdb::Iterator>> iterators;
+  if (range.numberOfKeyGroups() > 0) {
+    for (const SnapshotState& s : states) {
+      iterators.emplace_back(db.NewIterator(options, s.handle));
+      iterators.back()->Seek(lowerSlice);
+    }
+  }
+  std::string kept;
+  for (int32_t kg = range.startKeyGroup; kg <= range.endKeyGroup; ++kg) {
+    writer.beginKeyGroup(kg);
+    for (size_t i = 0; i < states.size(); ++i) {
+      const SnapshotState& state = states[i];
+      const bool filterTtl = state.meta.ttlCleanupFullSnapshot && state.meta.ttlMillis > 0;
+      rocksdb::Iterator& it = *iterators[i];
+      for (; it.Valid(); it.Next()) {
+        const std::string_view key = view(it.key());
+        if (keyGroupOf(key, state.meta.name) != kg) break;
+        std::string_view value = view(it.value());
+        if (filterTtl) {
+          bool changed = false;
+          kept.clear();
+          if (!ttl::keepEntry(state.meta, value, now, kept, changed)) continue;
+          if (changed) value = kept;
+        }
+        writer.writeEntry(static_cast<uint16_t>(i), key.substr(2), value);
+      }
+      if (!it.Valid()) check(it.status(), "snapshot iteration", state.what);
+    }
+  }
+  return writer.finish();
+}
+
 class RocksDbFullSnapshot final : public KeyedStateSnapshot {
  public:
-  struct State {
-    rocksdb::ColumnFamilyHandle* handle;
-    StateMetaInfo meta;
-    std::string what;
-  };
-
-  RocksDbFullSnapshot(std::shared_ptr<Database> database, std::vector<State> states,
+  RocksDbFullSnapshot(std::shared_ptr<Database> database, std::vector<SnapshotState> states,
                       const KeyedBackendParams& params)
       : database_(std::move(database)),
         snapshot_(database_->db->GetSnapshot()),
         states_(std::move(states)),
-        keySchema_(params.keySchema),
-        maxParallelism_(params.maxParallelism),
-        range_(params.keyGroupRange),
-        clock_(params.clock) {}
+        params_(params) {}
 
   ~RocksDbFullSnapshot() override { release(); }
 
@@ -547,56 +605,7 @@ class RocksDbFullSnapshot final : public KeyedStateSnapshot {
     if (snapshot_ == nullptr) {
       throw SluiceException("a RocksDB keyed state snapshot can be written only once");
     }
-    KeyedSnapshotInfo info;
-    {
-      std::vector<StateMetaInfo> metas;
-      for (const State& s : states_) metas.push_back(s.meta);
-      CanonicalSnapshotWriter writer(out, keySchema_, maxParallelism_, range_, std::move(metas));
-      const int64_t now = clock_->currentTimeMillis();
-
-      const std::string lower = keyGroupPrefix(range_.startKeyGroup);
-      const std::string upper = keyGroupPrefix(range_.endKeyGroup + 1);
-      const rocksdb::Slice lowerSlice = slice(lower);
-      const rocksdb::Slice upperSlice = slice(upper);
-      rocksdb::ReadOptions options;
-      options.snapshot = snapshot_;
-      options.fill_cache = false;
-      options.iterate_lower_bound = &lowerSlice;
-      options.iterate_upper_bound = &upperSlice;
-
-      // One iterator per state, advanced key group by key group, so each
-      // column family is scanned once.
-      std::vector<std::unique_ptr<rocksdb::Iterator>> iterators;
-      if (range_.numberOfKeyGroups() > 0) {
-        for (const State& s : states_) {
-          iterators.emplace_back(database_->db->NewIterator(options, s.handle));
-          iterators.back()->Seek(lowerSlice);
-        }
-      }
-      std::string kept;
-      for (int32_t kg = range_.startKeyGroup; kg <= range_.endKeyGroup; ++kg) {
-        writer.beginKeyGroup(kg);
-        for (size_t i = 0; i < states_.size(); ++i) {
-          const State& state = states_[i];
-          const bool filterTtl = state.meta.ttlCleanupFullSnapshot && state.meta.ttlMillis > 0;
-          rocksdb::Iterator& it = *iterators[i];
-          for (; it.Valid(); it.Next()) {
-            const std::string_view key = view(it.key());
-            if (keyGroupOf(key, state.meta.name) != kg) break;
-            std::string_view value = view(it.value());
-            if (filterTtl) {
-              bool changed = false;
-              kept.clear();
-              if (!ttl::keepEntry(state.meta, value, now, kept, changed)) continue;
-              if (changed) value = kept;
-            }
-            writer.writeEntry(static_cast<uint16_t>(i), key.substr(2), value);
-          }
-          if (!it.Valid()) check(it.status(), "snapshot iteration", state.what);
-        }
-      }
-      info = writer.finish();
-    }
+    KeyedSnapshotInfo info = writeCanonical(*database_->db, snapshot_, states_, params_, out);
     release();
     return info;
   }
@@ -611,18 +620,15 @@ class RocksDbFullSnapshot final : public KeyedStateSnapshot {
 
   std::shared_ptr<Database> database_;
   const rocksdb::Snapshot* snapshot_;
-  std::vector<State> states_;
-  std::string keySchema_;
-  int32_t maxParallelism_;
-  KeyGroupRange range_;
-  const Clock* clock_;
+  std::vector<SnapshotState> states_;
+  KeyedBackendParams params_;
 };
 
 }  // namespace
 
 std::unique_ptr<KeyedStateSnapshot> RocksDbKeyedStateBackend::snapshot() {
   impl_->db();
-  std::vector<RocksDbFullSnapshot::State> states;
+  std::vector<SnapshotState> states;
   for (const auto& [name, cf] : impl_->columnFamilies) {
     if (cf->isState) states.push_back({cf->handle, cf->meta, cf->what});
   }
@@ -809,12 +815,13 @@ void writeMetaFile(const fs::path& path,
 
 }  // namespace
 
-RocksDbKeyedStateBackend::IncrementalSnapshotHandle RocksDbKeyedStateBackend::snapshotIncremental(
-    int64_t checkpointId, const std::string& checkpointDir,
-    const IncrementalSnapshotHandle* previous) {
-  rocksdb::DB* db = impl_->db();
+namespace {
+
+// The absolute path of a new snapshot directory `checkpointDir` (which must
+// not exist), its parent created.
+fs::path newSnapshotDirectory(const std::string& checkpointDir, const std::string& description) {
   if (checkpointDir.empty()) {
-    throw SluiceException("incremental snapshot of " + impl_->description +
+    throw SluiceException("incremental snapshot of " + description +
                           ": the checkpoint directory must not be empty");
   }
   std::error_code ec;
@@ -825,36 +832,33 @@ RocksDbKeyedStateBackend::IncrementalSnapshotHandle RocksDbKeyedStateBackend::sn
   }
   fs::create_directories(dir.parent_path(), ec);
   if (ec) throw SluiceException(fsError("cannot create directory", dir.parent_path(), ec));
+  return dir;
+}
 
-  // Removes a half-written snapshot directory.
-  struct Cleanup {
-    fs::path dir;
-    bool armed = true;
-    ~Cleanup() {
-      if (!armed) return;
-      std::error_code e;
-      fs::remove_all(dir, e);
-    }
-  } cleanup{dir};
-
+// Has RocksDB make a checkpoint of `db` in `dir`: memtables flushed, SST
+// files hard-linked, the small files copied.
+void createCheckpoint(rocksdb::DB* db, const fs::path& dir, const std::string& description) {
   rocksdb::Checkpoint* raw = nullptr;
-  check(rocksdb::Checkpoint::Create(db, &raw), "Checkpoint::Create", impl_->description);
+  check(rocksdb::Checkpoint::Create(db, &raw), "Checkpoint::Create", description);
   std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
   // log_size_for_flush 0: always flush, since the write-ahead log is off.
   check(checkpoint->CreateCheckpoint(dir.string(), 0), "CreateCheckpoint",
-        "directory '" + dir.string() + "' of " + impl_->description);
+        "directory '" + dir.string() + "' of " + description);
+}
 
-  IncrementalSnapshotHandle handle;
-  handle.checkpointId = checkpointId;
-  handle.keyGroupRange = keyGroupRange();
-  handle.keySchema = params().keySchema;
-  handle.maxParallelism = params().maxParallelism;
+// Fills in `handle`'s file lists from the database files in `dir` and
+// writes its meta file there.
+void describeSnapshotDirectory(
+    const fs::path& dir, RocksDbKeyedStateBackend::IncrementalSnapshotHandle& handle,
+    const RocksDbKeyedStateBackend::IncrementalSnapshotHandle* previous) {
+  using SstFile = RocksDbKeyedStateBackend::SstFile;
   handle.directory = dir.string();
-  for (const auto& [name, cf] : impl_->columnFamilies) {
-    if (cf->isState) handle.states.push_back(cf->meta);
-  }
+  std::error_code ec;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
+    // RocksDB's lock file of a database opened there (a copy a snapshot
+    // added writes to) is not part of it.
+    if (name == "LOCK") continue;
     if (entry.path().extension() == ".sst") {
       const uintmax_t size = entry.file_size(ec);
       if (ec) throw SluiceException(fsError("cannot read the size of", entry.path(), ec));
@@ -873,9 +877,40 @@ RocksDbKeyedStateBackend::IncrementalSnapshotHandle RocksDbKeyedStateBackend::sn
   for (const SstFile& f : handle.sstFiles) {
     if (!previousIds.contains(f.uniqueId)) handle.newSstFiles.push_back(f);
   }
-  handle.privateFiles.push_back(kIncrementalMetaFileName);
+  handle.privateFiles.push_back(RocksDbKeyedStateBackend::kIncrementalMetaFileName);
   std::sort(handle.privateFiles.begin(), handle.privateFiles.end());
-  writeMetaFile(dir / kIncrementalMetaFileName, handle);
+  writeMetaFile(dir / RocksDbKeyedStateBackend::kIncrementalMetaFileName, handle);
+}
+
+// Removes a half-written snapshot directory unless disarmed.
+struct RemoveOnFailure {
+  fs::path dir;
+  bool armed = true;
+  ~RemoveOnFailure() {
+    if (!armed) return;
+    std::error_code e;
+    fs::remove_all(dir, e);
+  }
+};
+
+}  // namespace
+
+RocksDbKeyedStateBackend::IncrementalSnapshotHandle RocksDbKeyedStateBackend::snapshotIncremental(
+    int64_t checkpointId, const std::string& checkpointDir,
+    const IncrementalSnapshotHandle* previous) {
+  rocksdb::DB* db = impl_->db();
+  const fs::path dir = newSnapshotDirectory(checkpointDir, impl_->description);
+  RemoveOnFailure cleanup{dir};
+  createCheckpoint(db, dir, impl_->description);
+  IncrementalSnapshotHandle handle;
+  handle.checkpointId = checkpointId;
+  handle.keyGroupRange = keyGroupRange();
+  handle.keySchema = params().keySchema;
+  handle.maxParallelism = params().maxParallelism;
+  for (const auto& [name, cf] : impl_->columnFamilies) {
+    if (cf->isState) handle.states.push_back(cf->meta);
+  }
+  describeSnapshotDirectory(dir, handle, previous);
   cleanup.armed = false;
   return handle;
 }
@@ -1074,6 +1109,296 @@ void RocksDbKeyedStateBackend::restoreIncremental(
   // Restored states without entries in our key groups stay part of every
   // snapshot too.
   for (const auto& [name, meta] : restoredMeta_) columnFamily(meta);
+}
+
+// ---------------------------------------------------------------------------
+// Snapshots with writes on top
+
+class RocksDbKeyedStateBackend::SnapshotWrites {
+ public:
+  // As collected; their column family pointers only say which of `names`
+  // a write is for (the backend may be gone when the writes are read).
+  std::vector<Impl::PendingWrite> writes;
+  std::string bytes;
+  std::map<const ColumnFamily*, std::string> names;
+
+  std::string_view key(const Impl::PendingWrite& w) const {
+    return std::string_view(bytes).substr(w.key, w.keySize);
+  }
+  std::string_view value(const Impl::PendingWrite& w) const {
+    return std::string_view(bytes).substr(w.key + w.keySize, w.valueSize);
+  }
+};
+
+std::shared_ptr<const RocksDbKeyedStateBackend::SnapshotWrites>
+RocksDbKeyedStateBackend::takePending() {
+  Impl& m = *impl_;
+  if (m.pending.empty()) return nullptr;
+  auto out = std::make_shared<SnapshotWrites>();
+  const ColumnFamily* last = nullptr;
+  for (const Impl::PendingWrite& w : m.pending) {
+    if (w.cf != last) out->names.emplace(w.cf, w.cf->name);
+    last = w.cf;
+  }
+  out->writes = std::move(m.pending);
+  out->bytes = std::move(m.pendingBytes);
+  m.pending = {};
+  m.pendingBytes = {};
+  return out;
+}
+
+class RocksDbKeyedStateBackend::CopyWithWrites {
+ public:
+  CopyWithWrites(fs::path dir, std::shared_ptr<const SnapshotWrites> writes,
+                 std::map<std::string, StateMetaInfo> states,
+                 std::shared_ptr<RocksDbSharedResources> resources,
+                 std::shared_ptr<OwnedDirectory> workDir, KeyedBackendParams params,
+                 std::string description, rocksdbutil::ColumnFamilyTuning tuning)
+      : dir_(std::move(dir)),
+        writes_(std::move(writes)),
+        states_(std::move(states)),
+        resources_(std::move(resources)),
+        workDir_(std::move(workDir)),
+        params_(std::move(params)),
+        description_(std::move(description)),
+        tuning_(tuning) {}
+  CopyWithWrites(const CopyWithWrites&) = delete;
+  CopyWithWrites& operator=(const CopyWithWrites&) = delete;
+  // Closes the copy; its directory is its owner's to remove.
+  ~CopyWithWrites() { close(); }
+
+  const fs::path& dir() const { return dir_; }
+  const KeyedBackendParams& params() const { return params_; }
+  // The states of the database when the checkpoint was made, by name.
+  const std::map<std::string, StateMetaInfo>& states() const { return states_; }
+  std::string what(const std::string& state) const {
+    return "state '" + state + "' of " + description_;
+  }
+
+  // Opens the copy and ingests the writes into it; it stays open until
+  // close().
+  void open() {
+    dbOptions_ = rocksdbutil::makeDbOptions(*resources_, description_);
+    dbOptions_.create_if_missing = false;
+    // The copy is no part of the shared cache's index and filter estimate,
+    // opens its table readers only as needed (the live database's are
+    // open already) and reads no table statistics on open.
+    dbOptions_.listeners.clear();
+    dbOptions_.max_open_files = 20;
+    dbOptions_.skip_stats_update_on_db_open = true;
+    const std::string where = "the snapshot copy '" + dir_.string() + "' of " + description_;
+    check(rocksdb::DB::ListColumnFamilies(dbOptions_, dir_.string(), &names_), "ListColumnFamilies",
+          where);
+    std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+    for (const std::string& name : names_) {
+      auto it = states_.find(name);
+      StateMetaInfo meta;
+      if (it != states_.end()) {
+        meta = it->second;
+      } else {
+        meta.name = name;
+      }
+      rocksdb::ColumnFamilyOptions o = rocksdbutil::makeColumnFamilyOptions(
+          *resources_, std::make_shared<rocksdbutil::TtlFilterConfig>(meta, params_.clock),
+          tuning_);
+      o.disable_auto_compactions = true;
+      cfOptions_.push_back(o);
+      descriptors.emplace_back(name, o);
+    }
+    rocksdb::DB* raw = nullptr;
+    const rocksdb::Status s =
+        rocksdb::DB::Open(dbOptions_, dir_.string(), descriptors, &handles_, &raw);
+    db_.reset(raw);
+    check(s, "Open", where);
+    ingest();
+  }
+
+  rocksdb::DB& db() const { return *db_; }
+  // The open copy's column family of `name`, or null.
+  rocksdb::ColumnFamilyHandle* handle(const std::string& name) const {
+    auto it = std::find(names_.begin(), names_.end(), name);
+    return it == names_.end() || handles_.empty() ? nullptr : handles_[it - names_.begin()];
+  }
+
+  void close() {
+    if (db_ == nullptr) return;
+    for (rocksdb::ColumnFamilyHandle* h : handles_) {
+      const rocksdb::Status s = db_->DestroyColumnFamilyHandle(h);
+      if (!s.ok()) log::warn("RocksDB DestroyColumnFamilyHandle failed: {}", s.ToString());
+    }
+    handles_.clear();
+    const rocksdb::Status s = db_->Close();
+    db_.reset();
+    check(s, "Close", "the snapshot copy '" + dir_.string() + "' of " + description_);
+  }
+
+ private:
+  // Per column family, its writes in key order as one SST file, moved
+  // into the copy (at level 0 when it overlaps what is there: newest).
+  void ingest() {
+    const SnapshotWrites& w = *writes_;
+    std::vector<uint32_t> order(w.writes.size());
+    std::iota(order.begin(), order.end(), 0u);
+    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      const Impl::PendingWrite& x = w.writes[a];
+      const Impl::PendingWrite& y = w.writes[b];
+      if (x.cf != y.cf) return std::less<const ColumnFamily*>()(x.cf, y.cf);
+      const int c = w.key(x).compare(w.key(y));
+      return c != 0 ? c < 0 : a < b;
+    });
+    size_t i = 0;
+    int fileIndex = 0;
+    while (i < order.size()) {
+      const ColumnFamily* cf = w.writes[order[i]].cf;
+      const std::string& name = w.names.at(cf);
+      auto at = std::find(names_.begin(), names_.end(), name);
+      if (at == names_.end()) {
+        throw SluiceException("snapshot of " + description_ + ": " + what(name) +
+                              " is missing from RocksDB's checkpoint in '" + dir_.string() + "'");
+      }
+      const size_t h = static_cast<size_t>(at - names_.begin());
+      const fs::path file =
+          dir_ / ("sluice-snapshot-writes-" + std::to_string(fileIndex++) + ".sst");
+      const std::string where = "file '" + file.string() + "' for " + what(name);
+      // The page cache keeps the file: it is read again right away.
+      rocksdb::SstFileWriter writer(rocksdb::EnvOptions(),
+                                    rocksdb::Options(dbOptions_, cfOptions_[h]), handles_[h],
+                                    /*invalidate_page_cache=*/false);
+      check(writer.Open(file.string()), "SstFileWriter::Open", where);
+      std::string_view previous;
+      bool first = true;
+      for (; i < order.size() && w.writes[order[i]].cf == cf; ++i) {
+        const Impl::PendingWrite& pw = w.writes[order[i]];
+        const std::string_view key = w.key(pw);
+        if (!first && key == previous) {
+          throw SluiceException("snapshot of " + description_ + ": two writes of one key of " +
+                                what(name));
+        }
+        first = false;
+        previous = key;
+        switch (pw.op) {
+          case Impl::Op::kPut:
+            check(writer.Put(slice(key), slice(w.value(pw))), "SstFileWriter::Put", where);
+            break;
+          case Impl::Op::kDelete:
+            check(writer.Delete(slice(key)), "SstFileWriter::Delete", where);
+            break;
+          case Impl::Op::kMerge:
+            check(writer.Merge(slice(key), slice(w.value(pw))), "SstFileWriter::Merge", where);
+            break;
+        }
+      }
+      check(writer.Finish(), "SstFileWriter::Finish", where);
+      rocksdb::IngestExternalFileOptions options;
+      options.move_files = true;
+      check(db_->IngestExternalFile(handles_[h], {file.string()}, options), "IngestExternalFile",
+            where);
+    }
+  }
+
+  fs::path dir_;
+  std::shared_ptr<const SnapshotWrites> writes_;
+  std::map<std::string, StateMetaInfo> states_;
+  std::shared_ptr<RocksDbSharedResources> resources_;
+  std::shared_ptr<OwnedDirectory> workDir_;  // holds dir_
+  KeyedBackendParams params_;
+  std::string description_;
+  rocksdbutil::ColumnFamilyTuning tuning_;
+  rocksdb::DBOptions dbOptions_;
+  std::vector<std::string> names_;
+  std::vector<rocksdb::ColumnFamilyOptions> cfOptions_;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
+  std::unique_ptr<rocksdb::DB> db_;
+};
+
+std::shared_ptr<RocksDbKeyedStateBackend::CopyWithWrites>
+RocksDbKeyedStateBackend::checkpointWithWrites(const std::string& dir,
+                                               std::shared_ptr<const SnapshotWrites> writes) {
+  rocksdb::DB* db = impl_->db();
+  const fs::path d = newSnapshotDirectory(dir, impl_->description);
+  RemoveOnFailure cleanup{d};
+  createCheckpoint(db, d, impl_->description);
+  std::map<std::string, StateMetaInfo> states;
+  for (const auto& [name, cf] : impl_->columnFamilies) {
+    if (cf->isState) states.emplace(name, cf->meta);
+  }
+  auto copy = std::make_shared<CopyWithWrites>(d, std::move(writes), std::move(states),
+                                               impl_->resources, impl_->workDir, params(),
+                                               impl_->description, cfTuning(impl_->tuning));
+  cleanup.armed = false;
+  return copy;
+}
+
+RocksDbKeyedStateBackend::IncrementalSnapshotHandle RocksDbKeyedStateBackend::finishNative(
+    CopyWithWrites& copy, int64_t checkpointId) {
+  copy.open();
+  copy.close();
+  IncrementalSnapshotHandle handle;
+  handle.checkpointId = checkpointId;
+  handle.keyGroupRange = copy.params().keyGroupRange;
+  handle.keySchema = copy.params().keySchema;
+  handle.maxParallelism = copy.params().maxParallelism;
+  for (const auto& [name, meta] : copy.states()) handle.states.push_back(meta);
+  describeSnapshotDirectory(copy.dir(), handle, nullptr);
+  return handle;
+}
+
+namespace {
+
+// snapshotWith()'s canonical snapshot: the staging copy, opened with the
+// writes when written.
+class RocksDbCopySnapshot final : public KeyedStateSnapshot {
+ public:
+  using Copy = std::shared_ptr<RocksDbKeyedStateBackend::CopyWithWrites>;
+  RocksDbCopySnapshot(Copy copy, fs::path dir) : copy_(std::move(copy)), dir_(std::move(dir)) {}
+  ~RocksDbCopySnapshot() override { release(); }
+
+  KeyedSnapshotInfo writeTo(std::ostream& out) override;
+
+ private:
+  void release() {
+    copy_.reset();  // closed before its directory goes
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  Copy copy_;
+  fs::path dir_;
+};
+
+KeyedSnapshotInfo RocksDbCopySnapshot::writeTo(std::ostream& out) {
+  if (copy_ == nullptr) {
+    throw SluiceException("a RocksDB keyed state snapshot can be written only once");
+  }
+  copy_->open();
+  std::vector<SnapshotState> states;
+  for (const auto& [name, meta] : copy_->states()) {
+    rocksdb::ColumnFamilyHandle* handle = copy_->handle(name);
+    if (handle == nullptr) {
+      throw SluiceException(copy_->what(name) + " is missing from RocksDB's checkpoint in '" +
+                            copy_->dir().string() + "'");
+    }
+    states.push_back({handle, meta, copy_->what(name)});
+  }
+  if (states.size() >= 0xFFFF) {
+    throw SluiceException("a RocksDB snapshot holds at most 65534 states, not " +
+                          std::to_string(states.size()));
+  }
+  KeyedSnapshotInfo info = writeCanonical(copy_->db(), nullptr, states, copy_->params(), out);
+  release();
+  return info;
+}
+
+}  // namespace
+
+std::unique_ptr<KeyedStateSnapshot> RocksDbKeyedStateBackend::snapshotWith(
+    std::shared_ptr<const SnapshotWrites> writes) {
+  if (writes == nullptr) return snapshot();
+  const fs::path dir =
+      fs::path(impl_->workDirPath) / ("snapshot-" + std::to_string(++impl_->snapshotCopies));
+  std::error_code ec;
+  fs::remove_all(dir, ec);  // left by an earlier backend's snapshot
+  return std::make_unique<RocksDbCopySnapshot>(
+      checkpointWithWrites(dir.string(), std::move(writes)), dir);
 }
 
 }  // namespace sluice

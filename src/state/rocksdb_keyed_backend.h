@@ -267,6 +267,31 @@ class RocksDbKeyedStateBackend final : public KeyedStateBackend {
   size_t pendingBytes() const;
   void writePending();
 
+  // --- Snapshots with writes on top (the tiered backend's dirty entries) ---
+  //
+  // Writes collected by batchPut() and friends can go into a snapshot
+  // instead of the database: takePending() moves them out unwritten (null
+  // when there are none), and snapshotWith() or nativeSnapshotWith() takes a
+  // snapshot of the database as it is now with them on top, which the
+  // database itself never sees. Synchronous part: a RocksDB checkpoint in a
+  // staging directory of the working directory (memtables flushed, SST files
+  // hard-linked). When the snapshot is written (the canonical one's
+  // writeTo(), the native writer's nativeSnapshot(), on any thread), that
+  // copy is opened without compactions and the writes are ingested into it,
+  // one SST file per column family in key order; the copy is then iterated
+  // (canonical) or is the snapshot (native: restored like any other). The
+  // writes must hold at most one write per key and column family. A
+  // failure there (a full disk) throws from writeTo() or nativeSnapshot(),
+  // naming the file. The staging directory goes with the snapshot.
+  class SnapshotWrites;
+  // A staging checkpoint of the database and writes to ingest into it.
+  class CopyWithWrites;
+  std::shared_ptr<const SnapshotWrites> takePending();
+  std::unique_ptr<KeyedStateSnapshot> snapshotWith(std::shared_ptr<const SnapshotWrites> writes);
+  // With null `writes`, nativeSnapshot().
+  std::unique_ptr<StateSnapshotWriter> nativeSnapshotWith(
+      int64_t checkpointId, std::shared_ptr<const SnapshotWrites> writes);
+
   // The states restored by restore(), restoreNative() or
   // restoreIncremental(), by name.
   const std::map<std::string, StateMetaInfo>& restoredStates() const { return restoredMeta_; }
@@ -297,6 +322,13 @@ class RocksDbKeyedStateBackend final : public KeyedStateBackend {
 
  private:
   struct Impl;
+  // The synchronous part of snapshotWith() and nativeSnapshotWith(): a
+  // checkpoint in `dir` (which must not exist), to take `writes` later.
+  std::shared_ptr<CopyWithWrites> checkpointWithWrites(
+      const std::string& dir, std::shared_ptr<const SnapshotWrites> writes);
+  // What nativeSnapshotWith()'s writer runs once, on the I/O thread: the
+  // writes ingested into `copy`, which is then closed and described.
+  static IncrementalSnapshotHandle finishNative(CopyWithWrites& copy, int64_t checkpointId);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,6 +1,9 @@
 // RocksDB's native snapshots for incremental checkpoints (taking and
 // restoring them), and the factory that configures the backend from the job.
+#include <exception>
 #include <filesystem>
+#include <functional>
+#include <mutex>
 #include <system_error>
 
 #include <sluice/core/config_options.h>
@@ -17,10 +20,39 @@ namespace fs = std::filesystem;
 // A RocksDB checkpoint in a staging directory of the backend's working
 // directory (same file system, so SST files are hard links). The runtime
 // copies the files to checkpoint storage; the staging directory goes with
-// the writer.
+// the writer. A writer made with `finish` (nativeSnapshotWith()) runs it on
+// the first nativeSnapshot() call, on the thread that writes the snapshot.
 class NativeSnapshotWriter final : public StateSnapshotWriter {
  public:
-  explicit NativeSnapshotWriter(const RocksDbKeyedStateBackend::IncrementalSnapshotHandle& h) {
+  using Handle = RocksDbKeyedStateBackend::IncrementalSnapshotHandle;
+  explicit NativeSnapshotWriter(const Handle& h) : directory_(h.directory) { describe(h); }
+  NativeSnapshotWriter(std::string directory, std::function<Handle()> finish)
+      : directory_(std::move(directory)), finish_(std::move(finish)) {}
+  ~NativeSnapshotWriter() override {
+    finish_ = nullptr;  // what it holds goes before the directory
+    std::error_code ec;
+    fs::remove_all(directory_, ec);
+  }
+  void writeTo(std::ostream&) override {
+    throw SluiceException("the native snapshot in '" + directory_ +
+                          "' has no stream form; store its files instead");
+  }
+  const NativeKeyedSnapshot* nativeSnapshot() const override {
+    std::call_once(finished_, [this] {
+      if (finish_ == nullptr) return;
+      try {
+        describe(finish_());
+      } catch (...) {
+        error_ = std::current_exception();
+      }
+      finish_ = nullptr;
+    });
+    if (error_ != nullptr) std::rethrow_exception(error_);
+    return &snapshot_;
+  }
+
+ private:
+  void describe(const Handle& h) const {
     snapshot_.directory = h.directory;
     snapshot_.startKeyGroup = h.keyGroupRange.startKeyGroup;
     snapshot_.endKeyGroup = h.keyGroupRange.endKeyGroup;
@@ -29,18 +61,12 @@ class NativeSnapshotWriter final : public StateSnapshotWriter {
     }
     snapshot_.privateFiles = h.privateFiles;
   }
-  ~NativeSnapshotWriter() override {
-    std::error_code ec;
-    fs::remove_all(snapshot_.directory, ec);
-  }
-  void writeTo(std::ostream&) override {
-    throw SluiceException("the native snapshot in '" + snapshot_.directory +
-                          "' has no stream form; store its files instead");
-  }
-  const NativeKeyedSnapshot* nativeSnapshot() const override { return &snapshot_; }
 
- private:
-  NativeKeyedSnapshot snapshot_;
+  std::string directory_;
+  mutable std::function<Handle()> finish_;
+  mutable std::once_flag finished_;
+  mutable std::exception_ptr error_;
+  mutable NativeKeyedSnapshot snapshot_;
 };
 
 }  // namespace
@@ -53,6 +79,18 @@ std::unique_ptr<StateSnapshotWriter> RocksDbKeyedStateBackend::nativeSnapshot(
   fs::remove_all(dir, ec);  // left from an earlier try of the same id
   return std::make_unique<NativeSnapshotWriter>(
       snapshotIncremental(checkpointId, dir.string(), nullptr));
+}
+
+std::unique_ptr<StateSnapshotWriter> RocksDbKeyedStateBackend::nativeSnapshotWith(
+    int64_t checkpointId, std::shared_ptr<const SnapshotWrites> writes) {
+  if (writes == nullptr) return nativeSnapshot(checkpointId);
+  const fs::path dir =
+      fs::path(workingDirectory()) / ("checkpoint-" + std::to_string(checkpointId));
+  std::error_code ec;
+  fs::remove_all(dir, ec);  // left from an earlier try of the same id
+  std::shared_ptr<CopyWithWrites> copy = checkpointWithWrites(dir.string(), std::move(writes));
+  return std::make_unique<NativeSnapshotWriter>(
+      dir.string(), [copy, checkpointId] { return finishNative(*copy, checkpointId); });
 }
 
 void RocksDbKeyedStateBackend::restoreNative(const std::vector<KeyedStateHandleRef>& handles) {

@@ -246,10 +246,13 @@ void CacheTable::encodeList(const void* list, size_t from, std::vector<uint8_t>&
   }
 }
 
-void CacheTable::writeBack(size_t g, char* slot, bool evicting) {
+void CacheTable::writeBack(size_t g, char* slot, WriteBack why) {
   void* e = entry(slot);
   Header& h = CachedType::header(e);
   if ((h.flags & kDirty) == 0) return;
+  // A snapshot's writes go into a copy of RocksDB: the entry stays dirty,
+  // and what it says RocksDB holds stays true.
+  const bool changes = why != WriteBack::kSnapshot;
   RocksDbKeyedStateBackend& rocks = backend_.rocksDb();
   const std::string_view key = keyOf(slot).view();
   void* object = entry_->object(e);
@@ -261,10 +264,10 @@ void CacheTable::writeBack(size_t g, char* slot, bool evicting) {
         DataOutputView out(valueBuf_);
         storedType().serialize(object, out);
         rocks.batchPut(cf_, rk, bytesOf(valueBuf_));
-        h.flags |= kStored;
+        if (changes) h.flags |= kStored;
       } else if ((h.flags & kStored) != 0) {
         rocks.batchRemove(cf_, rk);
-        h.flags &= ~kStored;
+        if (changes) h.flags &= ~kStored;
       }
       break;
     }
@@ -278,9 +281,9 @@ void CacheTable::writeBack(size_t g, char* slot, bool evicting) {
         if (size > 0) {
           encodeList(object, 0, valueBuf_);
           rocks.batchMerge(cf_, rk, bytesOf(valueBuf_));
-          h.flags |= kStored;
+          if (changes) h.flags |= kStored;
         }
-        if (!evicting) {
+        if (why == WriteBack::kFlush) {
           // Written: the entry keeps nothing to append.
           list.destroy(object);
           list.construct(object);
@@ -290,19 +293,23 @@ void CacheTable::writeBack(size_t g, char* slot, bool evicting) {
       } else if ((h.flags & kRewrite) != 0) {
         if (size == 0) {
           if ((h.flags & kStored) != 0) rocks.batchRemove(cf_, rk);
-          h.flags &= ~kStored;
+          if (changes) h.flags &= ~kStored;
         } else {
           encodeList(object, 0, valueBuf_);
           rocks.batchPut(cf_, rk, bytesOf(valueBuf_));
-          h.flags |= kStored;
+          if (changes) h.flags |= kStored;
         }
-        stored = static_cast<uint32_t>(size);
-        h.flags &= ~kRewrite;
+        if (changes) {
+          stored = static_cast<uint32_t>(size);
+          h.flags &= ~kRewrite;
+        }
       } else if (size > stored) {
         encodeList(object, stored, valueBuf_);
         rocks.batchMerge(cf_, rk, bytesOf(valueBuf_));
-        stored = static_cast<uint32_t>(size);
-        h.flags |= kStored;
+        if (changes) {
+          stored = static_cast<uint32_t>(size);
+          h.flags |= kStored;
+        }
       }
       break;
     }
@@ -324,16 +331,17 @@ void CacheTable::writeBack(size_t g, char* slot, bool evicting) {
           DataOutputView out(valueBuf_);
           mapValue_->inner().serialize(mapValue_->object(value), out);
           rocks.batchPut(cf_, keyBuf_, bytesOf(valueBuf_));
-          vh.flags |= kStored;
+          if (changes) vh.flags |= kStored;
         } else if ((vh.flags & kStored) != 0) {
           rocks.batchRemove(cf_, keyBuf_);
-          vh.flags &= ~kStored;
+          if (changes) vh.flags &= ~kStored;
         }
-        vh.flags &= ~kDirty;
+        if (changes) vh.flags &= ~kDirty;
       }
       break;
     }
   }
+  if (!changes) return;
   h.flags &= ~kDirty;
   backend_.countWriteBack();
 }
@@ -346,8 +354,19 @@ void CacheTable::flush() {
     for (size_t i = 0; i < t->capacity(); ++i) {
       char* slot = t->slotAt(i);
       if (slot == nullptr || (CachedType::header(entry(slot)).flags & kDirty) == 0) continue;
-      writeBack(g, slot, false);
+      writeBack(g, slot, WriteBack::kFlush);
       if (rocks.pendingBytes() >= kFlushBatchBytes) rocks.writePending();
+    }
+  }
+}
+
+void CacheTable::collectForSnapshot() {
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    heap::ObjectTable* t = groups_[g].get();
+    if (t == nullptr) continue;
+    for (size_t i = 0; i < t->capacity(); ++i) {
+      char* slot = t->slotAt(i);
+      if (slot != nullptr) writeBack(g, slot, WriteBack::kSnapshot);
     }
   }
 }
@@ -499,7 +518,7 @@ int64_t TieredKeyedStateBackend::evictRange(CacheTable& t, size_t g, size_t from
       --h.flags;  // one use less: another chance
       continue;
     }
-    t.writeBack(g, slot, true);
+    t.writeBack(g, slot, CacheTable::WriteBack::kEvict);
     freed += h.charge + tiered::keyCharge(CacheTable::keyOf(slot).size());
     victims_.push_back(i);
   }
@@ -540,7 +559,7 @@ bool TieredKeyedStateBackend::evictInGroup(CacheTable& t, size_t g) {
       } else if ((h.flags & tiered::kUseMask) != 0) {
         --h.flags;
       } else {
-        t.writeBack(g, slot, true);
+        t.writeBack(g, slot, CacheTable::WriteBack::kEvict);
         freed += h.charge + tiered::keyCharge(CacheTable::keyOf(slot).size());
         h.flags |= tiered::kVictim;
         ++victims;
@@ -610,14 +629,28 @@ void TieredKeyedStateBackend::flush() {
 // ---------------------------------------------------------------------------
 // Snapshots and restore
 
+std::shared_ptr<const RocksDbKeyedStateBackend::SnapshotWrites>
+TieredKeyedStateBackend::dirtyEntries() {
+  rocks_->writePending();  // what eviction collected goes to RocksDB itself
+  try {
+    for (const auto& t : tables_) t->collectForSnapshot();
+  } catch (...) {
+    // Not for RocksDB: the entries stay dirty (a list's merge would be
+    // written twice).
+    (void)rocks_->takePending();
+    throw;
+  }
+  return rocks_->takePending();
+}
+
 std::unique_ptr<KeyedStateSnapshot> TieredKeyedStateBackend::snapshot() {
-  flush();
-  return rocks_->snapshot();
+  std::shared_ptr<const RocksDbKeyedStateBackend::SnapshotWrites> dirty = dirtyEntries();
+  return dirty == nullptr ? rocks_->snapshot() : rocks_->snapshotWith(std::move(dirty));
 }
 
 std::unique_ptr<StateSnapshotWriter> TieredKeyedStateBackend::nativeSnapshot(int64_t checkpointId) {
-  flush();
-  return rocks_->nativeSnapshot(checkpointId);
+  std::shared_ptr<const RocksDbKeyedStateBackend::SnapshotWrites> dirty = dirtyEntries();
+  return rocks_->nativeSnapshotWith(checkpointId, std::move(dirty));
 }
 
 void TieredKeyedStateBackend::restore(

@@ -78,13 +78,20 @@
 // exceed the budget only by what the pinned groups hold when nothing else
 // is left to evict.
 //
-// Snapshots. snapshot() and nativeSnapshot() first write every dirty entry
-// back (synchronously, in batches: the synchronous part of a checkpoint grows
-// with the entries changed since the last one), then take the RocksDB
-// backend's snapshot: a canonical one, which iterates a RocksDB snapshot
-// later on any thread, or a native one (a RocksDB checkpoint) for
-// incremental checkpoints, whose files the rocksdb backend restores too, and
-// the other way round. Restores load RocksDB; the cache starts empty.
+// Snapshots. snapshot() and nativeSnapshot() do not write the dirty entries
+// back. Their synchronous part serializes each dirty entry's changes (what
+// its write-back would write: a put, a removal or a list's merge) into a
+// buffer, leaving the entry dirty and RocksDB as it is, and has RocksDB
+// make a checkpoint of itself in a staging directory (its memtables
+// flushed, SST files hard-linked). When the snapshot is written, on the
+// I/O thread, that copy is opened and the changes are ingested into it
+// (RocksDbKeyedStateBackend::snapshotWith()): the copy is the canonical
+// snapshot's source, or the native (incremental) snapshot itself, whose
+// files the rocksdb backend restores too, and the other way round. The
+// task thread's part is a walk over the cache and a copy of the dirty
+// entries' bytes, not RocksDB writes. Entries dirty at several checkpoints
+// are written into each one's copy. Restores load RocksDB; the cache
+// starts empty.
 //
 // Time to live works as on the other backends: the TTL decorators
 // (ttl_state.h) wrap these storages, RocksDB's compaction filter and the
@@ -287,12 +294,22 @@ class CacheTable {
   // [key group | entry key], the entry's RocksDB key, in a reused buffer.
   std::string_view rocksKey(size_t g, std::string_view entryKey);
 
+  // What a write-back is for.
+  enum class WriteBack {
+    kFlush,     // the entry stays cached, clean
+    kEvict,     // the entry is about to be removed (an append-only list
+                // keeps its elements)
+    kSnapshot,  // for a snapshot, which adds the writes to a copy of
+                // RocksDB: the entry and RocksDB stay as they are
+  };
   // Writes a dirty entry's changes to the backend's pending RocksDB batch
-  // and marks it clean. With `evicting` the entry is about to be removed, so
-  // an append-only list keeps its elements.
-  void writeBack(size_t g, char* slot, bool evicting);
+  // and, unless for a snapshot, marks it clean.
+  void writeBack(size_t g, char* slot, WriteBack why);
   // Writes every dirty entry back (the batch in chunks); entries stay cached.
   void flush();
+  // Adds the changes of every dirty entry to the pending batch for a
+  // snapshot (WriteBack::kSnapshot); changes nothing.
+  void collectForSnapshot();
 
   // A storage's pinned group (SIZE_MAX: none), registered while it lives.
   void addPin(const size_t* pin) { pins_.push_back(pin); }
@@ -343,13 +360,14 @@ class TieredKeyedStateBackend final : public KeyedStateBackend {
   ~TieredKeyedStateBackend() override;
 
   const char* name() const override { return "tiered"; }
-  // Writes the dirty entries back, then RocksDB's canonical snapshot.
+  // RocksDB's canonical snapshot with the dirty entries on top (see the
+  // file comment).
   std::unique_ptr<KeyedStateSnapshot> snapshot() override;
   void restore(const std::vector<const CanonicalSnapshotReader*>& snapshots) override;
   void forEachKey(const std::string& stateName,
                   const std::function<void(std::string_view key, int32_t keyGroup)>& fn) override;
   void dispose() override;
-  // Writes the dirty entries back, then RocksDB's native snapshot.
+  // RocksDB's native snapshot with the dirty entries on top.
   std::unique_ptr<StateSnapshotWriter> nativeSnapshot(int64_t checkpointId) override;
   // Native snapshots of the tiered or the rocksdb backend.
   void restoreNative(const std::vector<KeyedStateHandleRef>& handles) override;
@@ -418,6 +436,10 @@ class TieredKeyedStateBackend final : public KeyedStateBackend {
   std::string& readBuffer() { return readBuf_; }
 
  private:
+  // The changes of every dirty entry, for a snapshot to add to a copy of
+  // RocksDB (null when nothing is dirty); the entries stay dirty. What
+  // eviction collected is written to RocksDB first.
+  std::shared_ptr<const RocksDbKeyedStateBackend::SnapshotWrites> dirtyEntries();
   void makeRoom(int64_t bytes);
   // Evicts entries of slots [from, to) of group `g` of `t` (none when the
   // group is pinned) until `want` bytes are freed; returns the bytes freed

@@ -688,7 +688,7 @@ class TieredMapStorage final : public internal::MapStorage, private StorageBase 
 
   void writeBackEntry(size_t g, char* slot) {
     if ((header(entry(slot)).flags & kDirty) == 0) return;
-    table_->writeBack(g, slot, false);
+    table_->writeBack(g, slot, CacheTable::WriteBack::kFlush);
     backend_.rocksDb().writePending();
   }
 

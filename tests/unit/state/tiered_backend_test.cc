@@ -2,10 +2,13 @@
 // keyed_state_suite_test.cc, TTL in ttl_test.cc): its memory count stays
 // within the budget while it evicts, cold reads load from RocksDB and absent
 // keys are remembered, a list append does not read the list, a pointer a
-// storage returned survives eviction caused by other states, and native
-// snapshots move between the tiered and rocksdb backends.
+// storage returned survives eviction caused by other states, snapshots hold
+// the state as it was when taken (without writing anything back), and
+// native snapshots move between the tiered and rocksdb backends.
 #include <algorithm>
 #include <cstdint>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -59,6 +62,127 @@ std::string text(int64_t key, int64_t version, size_t n) {
   return s;
 }
 
+// What the three primitives of keys 0..keys-1 should hold.
+struct Model {
+  std::map<int64_t, std::string> values;
+  std::map<int64_t, std::vector<int64_t>> lists;
+  std::map<int64_t, std::map<int64_t, std::string>> maps;
+};
+
+// Random operations on a value, a list and a map state of keys
+// 0..keys-1, with values of varying size, mirrored in a model; reads are
+// checked against it as they happen.
+class RandomWorkload {
+ public:
+  RandomWorkload(KeyedStateBackend& backend, int64_t keys, uint64_t seed)
+      : backend_(backend), keys_(keys), rng_(seed) {}
+
+  void run(int operations) {
+    auto& value =
+        getOrCreateValueState<VoidNamespace>(backend_, ValueStateDescriptor<std::string>("v"));
+    auto& list = getOrCreateListState<VoidNamespace>(backend_, ListStateDescriptor<int64_t>("l"));
+    auto& map =
+        getOrCreateMapState<VoidNamespace>(backend_, MapStateDescriptor<int64_t, std::string>("m"));
+    Model& m = model_;
+    for (int n = 0; n < operations; ++n, ++step_) {
+      const int64_t key = static_cast<int64_t>(rng_() % static_cast<uint64_t>(keys_));
+      const int64_t x = static_cast<int64_t>(rng_() % 1000);
+      setKey(backend_, key);
+      switch (rng_() % 9) {
+        case 0:
+        case 1: {
+          const std::string v = text(key, step_, static_cast<size_t>(rng_() % 300));
+          value.update(v);
+          m.values[key] = v;
+          break;
+        }
+        case 2: {
+          auto it = m.values.find(key);
+          EXPECT_EQ(value.value(),
+                    it == m.values.end() ? std::nullopt : std::optional<std::string>(it->second))
+              << "key " << key;
+          break;
+        }
+        case 3:
+          value.clear();
+          m.values.erase(key);
+          break;
+        case 4:
+          list.add(x);
+          m.lists[key].push_back(x);
+          break;
+        case 5: {
+          auto it = m.lists.find(key);
+          EXPECT_EQ(list.get(), it == m.lists.end() ? std::vector<int64_t>{} : it->second)
+              << "key " << key;
+          break;
+        }
+        case 6:
+          if (x % 3 == 0) {
+            list.clear();
+            m.lists.erase(key);
+          } else {
+            list.update({x, x + 1});
+            m.lists[key] = {x, x + 1};
+          }
+          break;
+        case 7: {
+          const std::string v = text(key, x, static_cast<size_t>(x % 40));
+          map.put(x % 7, v);
+          m.maps[key][x % 7] = v;
+          break;
+        }
+        case 8:
+          if (x % 2 == 0) {
+            map.remove(x % 7);
+            m.maps[key].erase(x % 7);
+            if (m.maps[key].empty()) m.maps.erase(key);
+          } else {
+            auto it = m.maps.find(key);
+            std::optional<std::string> expected;
+            if (it != m.maps.end()) {
+              auto u = it->second.find(x % 7);
+              if (u != it->second.end()) expected = u->second;
+            }
+            EXPECT_EQ(map.get(x % 7), expected) << "key " << key;
+          }
+          break;
+      }
+    }
+  }
+
+  const Model& model() const { return model_; }
+
+  // Reads every key of `b` (any backend) and compares it with `m`.
+  void checkAll(KeyedStateBackend& b, const Model& m) const {
+    auto& v = getOrCreateValueState<VoidNamespace>(b, ValueStateDescriptor<std::string>("v"));
+    auto& l = getOrCreateListState<VoidNamespace>(b, ListStateDescriptor<int64_t>("l"));
+    auto& mp = getOrCreateMapState<VoidNamespace>(b, MapStateDescriptor<int64_t, std::string>("m"));
+    for (int64_t key = 0; key < keys_; ++key) {
+      setKey(b, key);
+      auto vi = m.values.find(key);
+      ASSERT_EQ(v.value(),
+                vi == m.values.end() ? std::nullopt : std::optional<std::string>(vi->second))
+          << "key " << key;
+      auto li = m.lists.find(key);
+      ASSERT_EQ(l.get(), li == m.lists.end() ? std::vector<int64_t>{} : li->second)
+          << "key " << key;
+      std::map<int64_t, std::string> got;
+      for (const auto& [k, x] : mp.entries()) got[k] = x;
+      auto mi = m.maps.find(key);
+      const std::map<int64_t, std::string> none;
+      ASSERT_EQ(got, mi == m.maps.end() ? none : mi->second) << "key " << key;
+    }
+  }
+
+ private:
+  KeyedStateBackend& backend_;
+  int64_t keys_;
+  std::mt19937_64 rng_;
+  int64_t step_ = 0;
+  Model model_;
+};
+
 // Random operations on all three primitives, with values of varying size,
 // on 20,000 keys against a budget that holds a small part of them: the
 // backend's count never exceeds the budget, it evicts and loads all the time,
@@ -67,81 +191,8 @@ std::string text(int64_t key, int64_t version, size_t n) {
 TEST_F(TieredBackendTest, EvictsWithinTheBudgetAndMatchesAModel) {
   constexpr int64_t kBudget = 256 << 10;
   auto backend = make(StateBackendType::kTiered, kBudget);
-  auto& value =
-      getOrCreateValueState<VoidNamespace>(*backend, ValueStateDescriptor<std::string>("v"));
-  auto& list = getOrCreateListState<VoidNamespace>(*backend, ListStateDescriptor<int64_t>("l"));
-  auto& map =
-      getOrCreateMapState<VoidNamespace>(*backend, MapStateDescriptor<int64_t, std::string>("m"));
-  std::map<int64_t, std::string> values;
-  std::map<int64_t, std::vector<int64_t>> lists;
-  std::map<int64_t, std::map<int64_t, std::string>> maps;
-  std::mt19937_64 rng(11);
-  constexpr int64_t kKeys = 20'000;
-  for (int i = 0; i < 120'000; ++i) {
-    const int64_t key = static_cast<int64_t>(rng() % kKeys);
-    const int64_t x = static_cast<int64_t>(rng() % 1000);
-    setKey(*backend, key);
-    switch (rng() % 9) {
-      case 0:
-      case 1: {
-        const std::string v = text(key, i, static_cast<size_t>(rng() % 300));
-        value.update(v);
-        values[key] = v;
-        break;
-      }
-      case 2: {
-        auto it = values.find(key);
-        EXPECT_EQ(value.value(),
-                  it == values.end() ? std::nullopt : std::optional<std::string>(it->second))
-            << "key " << key;
-        break;
-      }
-      case 3:
-        value.clear();
-        values.erase(key);
-        break;
-      case 4:
-        list.add(x);
-        lists[key].push_back(x);
-        break;
-      case 5: {
-        auto it = lists.find(key);
-        EXPECT_EQ(list.get(), it == lists.end() ? std::vector<int64_t>{} : it->second)
-            << "key " << key;
-        break;
-      }
-      case 6:
-        if (x % 3 == 0) {
-          list.clear();
-          lists.erase(key);
-        } else {
-          list.update({x, x + 1});
-          lists[key] = {x, x + 1};
-        }
-        break;
-      case 7: {
-        const std::string v = text(key, x, static_cast<size_t>(x % 40));
-        map.put(x % 7, v);
-        maps[key][x % 7] = v;
-        break;
-      }
-      case 8:
-        if (x % 2 == 0) {
-          map.remove(x % 7);
-          maps[key].erase(x % 7);
-          if (maps[key].empty()) maps.erase(key);
-        } else {
-          auto it = maps.find(key);
-          std::optional<std::string> expected;
-          if (it != maps.end()) {
-            auto u = it->second.find(x % 7);
-            if (u != it->second.end()) expected = u->second;
-          }
-          EXPECT_EQ(map.get(x % 7), expected) << "key " << key;
-        }
-        break;
-    }
-  }
+  RandomWorkload workload(*backend, 20'000, 11);
+  workload.run(120'000);
   const TieredKeyedStateBackend::CacheStats stats = tiered(*backend).cacheStats();
   EXPECT_LE(stats.peakUsedBytes, kBudget);
   EXPECT_LE(stats.usedBytes, kBudget);
@@ -149,26 +200,7 @@ TEST_F(TieredBackendTest, EvictsWithinTheBudgetAndMatchesAModel) {
   EXPECT_GT(stats.loads, 10'000);
   EXPECT_GT(stats.writeBacks, 10'000);
 
-  auto readAll = [&](KeyedStateBackend& b) {
-    auto& v = getOrCreateValueState<VoidNamespace>(b, ValueStateDescriptor<std::string>("v"));
-    auto& l = getOrCreateListState<VoidNamespace>(b, ListStateDescriptor<int64_t>("l"));
-    auto& m = getOrCreateMapState<VoidNamespace>(b, MapStateDescriptor<int64_t, std::string>("m"));
-    for (int64_t key = 0; key < kKeys; ++key) {
-      setKey(b, key);
-      auto vi = values.find(key);
-      ASSERT_EQ(v.value(),
-                vi == values.end() ? std::nullopt : std::optional<std::string>(vi->second))
-          << "key " << key;
-      auto li = lists.find(key);
-      ASSERT_EQ(l.get(), li == lists.end() ? std::vector<int64_t>{} : li->second) << "key " << key;
-      std::map<int64_t, std::string> got;
-      for (const auto& [k, x] : m.entries()) got[k] = x;
-      auto mi = maps.find(key);
-      const std::map<int64_t, std::string> none;
-      ASSERT_EQ(got, mi == maps.end() ? none : mi->second) << "key " << key;
-    }
-  };
-  readAll(*backend);
+  workload.checkAll(*backend, workload.model());
   EXPECT_LE(tiered(*backend).cacheStats().peakUsedBytes, kBudget);
 
   std::ostringstream out;
@@ -177,7 +209,76 @@ TEST_F(TieredBackendTest, EvictsWithinTheBudgetAndMatchesAModel) {
   CanonicalSnapshotReader reader =
       CanonicalSnapshotReader::fromBytes(std::make_shared<const std::string>(out.str()));
   restored->restore({&reader});
-  readAll(*restored);
+  workload.checkAll(*restored, workload.model());
+}
+
+// A native snapshot's handle, as a restore gets it; the writer's files are
+// where the handle says until the writer is destroyed.
+KeyedStateHandleRef handleOf(const StateSnapshotWriter& writer) {
+  auto native = std::make_shared<NativeKeyedSnapshot>(*writer.nativeSnapshot());
+  for (auto& f : native->sstFiles) f.location = native->directory + "/" + f.fileName;
+  return KeyedStateHandleRef{native->directory, nullptr, native};
+}
+
+// A snapshot writes nothing back (its synchronous part copies the dirty
+// entries' changes; the entries stay dirty) and holds the state as it was
+// when it was taken, however the cache and RocksDB change before it is
+// written: updates, clears, appends to lists that are not cached, and
+// evictions that write newer values of the same keys into RocksDB. Both
+// kinds: canonical (restored into the hashmap backend) and native
+// (restored into the tiered and the rocksdb backend).
+TEST_F(TieredBackendTest, ASnapshotHoldsTheStateAsItWasWhenTaken) {
+  constexpr int64_t kKeys = 20'000;
+  auto backend = make(StateBackendType::kTiered, 256 << 10);
+  RandomWorkload workload(*backend, kKeys, 5);
+  workload.run(60'000);
+  const TieredKeyedStateBackend::CacheStats before = tiered(*backend).cacheStats();
+  std::unique_ptr<KeyedStateSnapshot> canonical = backend->snapshot();
+  std::unique_ptr<StateSnapshotWriter> native = backend->nativeSnapshot(1);
+  const TieredKeyedStateBackend::CacheStats after = tiered(*backend).cacheStats();
+  EXPECT_EQ(after.writeBacks, before.writeBacks);
+  EXPECT_EQ(after.entries, before.entries);
+  const Model taken = workload.model();
+
+  workload.run(60'000);
+  EXPECT_GT(tiered(*backend).cacheStats().writeBacks, after.writeBacks + 5'000);
+  workload.checkAll(*backend, workload.model());
+
+  std::ostringstream out;
+  canonical->writeTo(out);
+  auto restored = make(StateBackendType::kHashMap, 0);
+  CanonicalSnapshotReader reader =
+      CanonicalSnapshotReader::fromBytes(std::make_shared<const std::string>(out.str()));
+  restored->restore({&reader});
+  workload.checkAll(*restored, taken);
+  for (StateBackendType into : {StateBackendType::kTiered, StateBackendType::kRocksDb}) {
+    SCOPED_TRACE(stateBackendTypeName(into));
+    auto b = make(into, 64 << 10);
+    b->restoreNative({handleOf(*native)});
+    workload.checkAll(*b, taken);
+  }
+
+  // Incremental checkpoints upload an SST file once per unique id: a later
+  // snapshot's files (the ingested changes among them) that share an id
+  // with this one's are the same bytes.
+  std::unique_ptr<StateSnapshotWriter> later = backend->nativeSnapshot(2);
+  auto bytesOf = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  std::map<std::string, std::string> firstFiles;
+  for (const auto& f : native->nativeSnapshot()->sstFiles) {
+    firstFiles[f.uniqueId] = native->nativeSnapshot()->directory + "/" + f.fileName;
+  }
+  size_t shared = 0;
+  for (const auto& f : later->nativeSnapshot()->sstFiles) {
+    auto it = firstFiles.find(f.uniqueId);
+    if (it == firstFiles.end()) continue;
+    ++shared;
+    EXPECT_EQ(bytesOf(it->second), bytesOf(later->nativeSnapshot()->directory + "/" + f.fileName))
+        << f.fileName << " (id " << f.uniqueId << ")";
+  }
+  EXPECT_LT(shared, later->nativeSnapshot()->sstFiles.size());
 }
 
 // Values much larger than their slots count by their serialized size: 10 MB
@@ -426,12 +527,6 @@ TEST_F(TieredBackendTest, NativeSnapshotsMoveBetweenTieredAndRocksDb) {
       ASSERT_EQ(list.get(), expected) << "key " << key;
     }
   };
-  // The writer's files are where its handle says until it is destroyed.
-  auto handleOf = [](const StateSnapshotWriter& writer) {
-    auto native = std::make_shared<NativeKeyedSnapshot>(*writer.nativeSnapshot());
-    for (auto& f : native->sstFiles) f.location = native->directory + "/" + f.fileName;
-    return KeyedStateHandleRef{native->directory, nullptr, native};
-  };
   auto idsOf = [](const StateSnapshotWriter& writer) {
     std::set<std::string> ids;
     for (const auto& f : writer.nativeSnapshot()->sstFiles) ids.insert(f.uniqueId);
@@ -513,6 +608,42 @@ TEST_F(TieredBackendTest, AFullDiskNamesTheOperationTheFileAndTheOsError) {
         (void)backend->nativeSnapshot(2);
       },
       ::testing::ThrowsMessage<SluiceException>(isTheFullDisk));
+}
+
+// A full disk while a snapshot is written, on the I/O thread (its copy of
+// RocksDB takes the dirty entries then): writing it fails naming the
+// operation, the operator, the file and the OS error, for the canonical
+// and the native kind alike, and the backend itself goes on: its next
+// snapshot holds everything.
+TEST_F(TieredBackendTest, AFullDiskWhileASnapshotIsWrittenFailsThatSnapshotOnly) {
+  auto backend = make(StateBackendType::kTiered, 1 << 20);
+  RandomWorkload workload(*backend, 2'000, 7);
+  workload.run(10'000);
+  std::unique_ptr<KeyedStateSnapshot> canonical = backend->snapshot();
+  std::unique_ptr<StateSnapshotWriter> native = backend->nativeSnapshot(1);
+  const auto isTheFullDisk = ::testing::AllOf(
+      HasSubstr("RocksDB SstFileWriter"), HasSubstr("operator 'test-operator' (subtask 0)"),
+      HasSubstr("sluice-snapshot-writes-"), HasSubstr("File too large"));
+  {
+    // Room for the copy's small files (its MANIFEST, OPTIONS), not for the
+    // dirty values (2,000 keys of up to 300 bytes).
+    test::FileSizeLimit full(64 << 10);
+    EXPECT_THAT([&] { (void)native->nativeSnapshot(); },
+                ::testing::ThrowsMessage<SluiceException>(isTheFullDisk));
+    std::ostringstream out;
+    EXPECT_THAT([&] { canonical->writeTo(out); },
+                ::testing::ThrowsMessage<SluiceException>(isTheFullDisk));
+  }
+  EXPECT_THAT([&] { (void)native->nativeSnapshot(); },
+              ::testing::ThrowsMessage<SluiceException>(isTheFullDisk));
+  native.reset();
+  canonical.reset();
+
+  workload.run(10'000);
+  std::unique_ptr<StateSnapshotWriter> next = backend->nativeSnapshot(2);
+  auto restored = make(StateBackendType::kRocksDb, 0);
+  restored->restoreNative({handleOf(*next)});
+  workload.checkAll(*restored, workload.model());
 }
 
 TEST_F(TieredBackendTest, ABudgetOfZeroIsRefused) {
