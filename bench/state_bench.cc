@@ -16,6 +16,10 @@
 //                   (overwrites: every key's map is populated beforehand
 //                   with 4 user keys, 2 with 10M keys)
 //   MapGet          get() of one of those user keys of an existing key
+//   CheckpointPause/tiered/1M/{full,incremental}
+//                   the synchronous part of a tiered checkpoint (canonical
+//                   or native) with 1M dirty int64 values cached, real time;
+//                   the asynchronous part as write_ms
 //   SnapshotWrite   a canonical keyed snapshot of 1M entries (int64 key,
 //                   int64 value; checksums included) into memory, bytes/s
 //   SnapshotChecksum  the XXH3-64 pass alone over those snapshot bytes: its
@@ -507,6 +511,57 @@ void BM_ValueGetUpdateDraws(benchmark::State& state, int64_t keys, int64_t budge
   f.report(state, &before);
 }
 
+// The synchronous part of a tiered checkpoint with 1M dirty entries: every
+// value of a 1M-key state cached under a 1 GiB budget is updated (untimed),
+// then snapshot() (canonical) or nativeSnapshot() (incremental) is timed,
+// as the task thread waits for it (real time). The asynchronous part (the
+// writer's nativeSnapshot() or writeTo(), which the I/O thread runs) is
+// untimed and reported as write_ms.
+void BM_TieredCheckpointPause(benchmark::State& state, bool native) {
+  constexpr int64_t kKeys = 1'000'000;
+  Fixture& f = fixtureFor(StateBackendType::kTiered, kKeys, int64_t{1} << 30);
+  auto& value = f.value();
+  int64_t checkpointId = 0;
+  int64_t missing = 0;
+  double writeSeconds = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (int64_t k = 0; k < kKeys; ++k) {
+      f.setCurrentKey(k);
+      std::optional<int64_t> v = value.value();
+      if (!v) [[unlikely]] {
+        ++missing;
+        v = 0;
+      }
+      value.update(*v + 1);
+    }
+    state.ResumeTiming();
+    std::unique_ptr<sluice::StateSnapshotWriter> writer;
+    std::unique_ptr<sluice::KeyedStateSnapshot> snapshot;
+    if (native) {
+      writer = f.backend().nativeSnapshot(++checkpointId);
+    } else {
+      snapshot = f.backend().snapshot();
+    }
+    state.PauseTiming();
+    const auto start = std::chrono::steady_clock::now();
+    if (native) {
+      if (writer->nativeSnapshot() == nullptr) state.SkipWithError("no native snapshot");
+    } else {
+      std::ofstream discard("/dev/null", std::ios::binary);
+      snapshot->writeTo(discard);
+    }
+    writeSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    writer.reset();
+    snapshot.reset();
+    state.ResumeTiming();
+  }
+  if (missing != 0) state.SkipWithError("CheckpointPause: a populated key had no value");
+  state.SetItemsProcessed(state.iterations() * kKeys);
+  state.counters["write_ms"] = writeSeconds * 1e3 / static_cast<double>(state.iterations());
+  f.report(state);
+}
+
 // 1M entries over 128 key groups, as a hashmap snapshot writes them.
 std::string writeSnapshot() {
   std::ostringstream out;
@@ -592,6 +647,14 @@ void registerAll() {
         // the cache (each makes the block cache's copies stale).
         ->MinTime(20.0)
         ->Unit(benchmark::kNanosecond);
+  }
+  for (bool native : {false, true}) {
+    const std::string name =
+        std::string("CheckpointPause/tiered/1M/") + (native ? "incremental" : "full");
+    benchmark::RegisterBenchmark(name.c_str(), BM_TieredCheckpointPause, native)
+        ->Iterations(3)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
   }
   benchmark::RegisterBenchmark("SnapshotWrite/1M", BM_SnapshotWrite)->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("SnapshotChecksum/1M", BM_SnapshotChecksum)
