@@ -1,6 +1,11 @@
 #include "state/rocksdb_keyed_backend.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -170,7 +175,7 @@ struct RocksDbKeyedStateBackend::Impl {
   RocksDbKeyedStateBackend::Tuning tuning;
   // Writes collected by batchPut() and friends, until writePending(): their
   // bytes in one buffer, and where each one's are.
-  enum class Op : uint8_t { kPut, kDelete, kMerge };
+  using Op = WriteOp;
   struct PendingWrite {
     ColumnFamily* cf;
     Op op;
@@ -437,43 +442,62 @@ void RocksDbKeyedStateBackend::batchMerge(ColumnFamily& cf, std::string_view key
 
 size_t RocksDbKeyedStateBackend::pendingBytes() const { return impl_->pendingBytes.size(); }
 
+namespace {
+
+// Fills `batch` with `writes` (their key and value bytes in `bytes`),
+// sorted by column family and key, stably: writes of one key keep their
+// order (std::stable_sort would take a temporary buffer from the nothrow
+// operator new, hence the index as the last criterion). `handleOf(w)` is
+// the column family of write `w`.
+template <class Write, class HandleOf>
+void fillSorted(const std::vector<Write>& writes, std::string_view bytes,
+                std::vector<uint32_t>& order, rocksdb::WriteBatch& batch, HandleOf handleOf,
+                const std::string& what) {
+  auto keyOf = [bytes](const Write& w) { return bytes.substr(w.key, w.keySize); };
+  auto valueOf = [bytes](const Write& w) {
+    return slice(bytes.substr(w.key + w.keySize, w.valueSize));
+  };
+  order.resize(writes.size());
+  std::iota(order.begin(), order.end(), 0u);
+  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    const Write& x = writes[a];
+    const Write& y = writes[b];
+    if (x.cf != y.cf) return std::less<>()(x.cf, y.cf);
+    const int c = keyOf(x).compare(keyOf(y));
+    return c != 0 ? c < 0 : a < b;
+  });
+  batch.Clear();
+  for (uint32_t i : order) {
+    const Write& w = writes[i];
+    rocksdb::ColumnFamilyHandle* cf = handleOf(w);
+    const rocksdb::Slice key = slice(keyOf(w));
+    switch (w.op) {
+      case RocksDbKeyedStateBackend::WriteOp::kPut:
+        check(batch.Put(cf, key, valueOf(w)), "WriteBatch::Put", what);
+        break;
+      case RocksDbKeyedStateBackend::WriteOp::kDelete:
+        check(batch.Delete(cf, key), "WriteBatch::Delete", what);
+        break;
+      case RocksDbKeyedStateBackend::WriteOp::kMerge:
+        check(batch.Merge(cf, key, valueOf(w)), "WriteBatch::Merge", what);
+        break;
+    }
+  }
+}
+
+std::string osError(const std::string& what, const fs::path& path, int error) {
+  return what + " '" + path.string() + "': " + std::strerror(error);
+}
+
+}  // namespace
+
 void RocksDbKeyedStateBackend::writePending() {
   Impl& m = *impl_;
   if (m.pending.empty()) return;
   rocksdb::DB* db = m.db();
-  auto keyOf = [&m](const Impl::PendingWrite& w) {
-    return std::string_view(m.pendingBytes).substr(w.key, w.keySize);
-  };
-  auto valueOf = [&m](const Impl::PendingWrite& w) {
-    return slice(std::string_view(m.pendingBytes).substr(w.key + w.keySize, w.valueSize));
-  };
-  m.pendingOrder.resize(m.pending.size());
-  for (uint32_t i = 0; i < m.pendingOrder.size(); ++i) m.pendingOrder[i] = i;
-  // Stable by the index as the last criterion (std::stable_sort would take a
-  // temporary buffer from the nothrow operator new).
-  std::sort(m.pendingOrder.begin(), m.pendingOrder.end(), [&](uint32_t a, uint32_t b) {
-    const Impl::PendingWrite& x = m.pending[a];
-    const Impl::PendingWrite& y = m.pending[b];
-    if (x.cf != y.cf) return std::less<const ColumnFamily*>()(x.cf, y.cf);
-    const int c = keyOf(x).compare(keyOf(y));
-    return c != 0 ? c < 0 : a < b;
-  });
-  m.batch.Clear();
-  for (uint32_t i : m.pendingOrder) {
-    const Impl::PendingWrite& w = m.pending[i];
-    const rocksdb::Slice key = slice(keyOf(w));
-    switch (w.op) {
-      case Impl::Op::kPut:
-        check(m.batch.Put(w.cf->handle, key, valueOf(w)), "WriteBatch::Put", w.cf->what);
-        break;
-      case Impl::Op::kDelete:
-        check(m.batch.Delete(w.cf->handle, key), "WriteBatch::Delete", w.cf->what);
-        break;
-      case Impl::Op::kMerge:
-        check(m.batch.Merge(w.cf->handle, key, valueOf(w)), "WriteBatch::Merge", w.cf->what);
-        break;
-    }
-  }
+  fillSorted(
+      m.pending, m.pendingBytes, m.pendingOrder, m.batch,
+      [](const Impl::PendingWrite& w) { return w.cf->handle; }, m.description);
   m.pending.clear();
   m.pendingBytes.clear();
   const rocksdb::Status s = db->Write(m.writeOptions, &m.batch);
@@ -1114,48 +1138,155 @@ void RocksDbKeyedStateBackend::restoreIncremental(
 // ---------------------------------------------------------------------------
 // Snapshots with writes on top
 
+// The writes of a snapshot, in a file of the working directory: chunks of
+// [u32 writes | u64 bytes | per write: u32 column family, u8 op, u32 key
+// size, u32 value size | the keys and values back to back]. Appended on
+// the task thread, read once the snapshot is written; the file goes with
+// the object.
 class RocksDbKeyedStateBackend::SnapshotWrites {
  public:
-  // As collected; their column family pointers only say which of `names`
-  // a write is for (the backend may be gone when the writes are read).
-  std::vector<Impl::PendingWrite> writes;
-  std::string bytes;
-  std::map<const ColumnFamily*, std::string> names;
+  SnapshotWrites(fs::path file, std::string description)
+      : file_(std::move(file)), description_(std::move(description)) {
+    fd_ = ::open(file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd_ < 0) fail("cannot create", errno);
+  }
+  SnapshotWrites(const SnapshotWrites&) = delete;
+  SnapshotWrites& operator=(const SnapshotWrites&) = delete;
+  ~SnapshotWrites() {
+    if (fd_ >= 0) ::close(fd_);
+    std::error_code ec;
+    fs::remove(file_, ec);
+  }
 
-  std::string_view key(const Impl::PendingWrite& w) const {
-    return std::string_view(bytes).substr(w.key, w.keySize);
+  const fs::path& file() const { return file_; }
+  int64_t count() const { return count_; }
+  const std::vector<std::string>& names() const { return names_; }
+
+  // Appends `writes` as one chunk.
+  void append(const std::vector<Impl::PendingWrite>& writes, const std::string& bytes) {
+    if (writes.empty()) return;
+    buffer_.clear();
+    DataOutputView out(buffer_);
+    out.writeU32(static_cast<uint32_t>(writes.size()));
+    out.writeU64(bytes.size());
+    const ColumnFamily* last = nullptr;
+    uint32_t index = 0;
+    for (const Impl::PendingWrite& w : writes) {
+      if (w.cf != last) {
+        auto [it, inserted] = indexOf_.emplace(w.cf, static_cast<uint32_t>(names_.size()));
+        if (inserted) names_.push_back(w.cf->name);
+        index = it->second;
+        last = w.cf;
+      }
+      out.writeU32(index);
+      out.writeU8(static_cast<uint8_t>(w.op));
+      out.writeU32(w.keySize);
+      out.writeU32(w.valueSize);
+    }
+    writeAll(buffer_.data(), buffer_.size());
+    writeAll(bytes.data(), bytes.size());
+    count_ += static_cast<int64_t>(writes.size());
   }
-  std::string_view value(const Impl::PendingWrite& w) const {
-    return std::string_view(bytes).substr(w.key + w.keySize, w.valueSize);
+
+  // Done appending.
+  void close() {
+    if (fd_ < 0) return;
+    const int r = ::close(fd_);
+    fd_ = -1;
+    if (r != 0) fail("cannot write", errno);
   }
+
+  // One chunk as read back: the column family is an index into names().
+  struct Write {
+    uint32_t cf;
+    WriteOp op;
+    size_t key;  // offset in the chunk's bytes; the value follows the key
+    uint32_t keySize;
+    uint32_t valueSize;
+  };
+  // Calls apply(writes, bytes) for every chunk, in order.
+  template <class Apply>
+  void forEachChunk(Apply&& apply) const {
+    std::ifstream in(file_, std::ios::binary);
+    if (!in) fail("cannot open", errno);
+    std::vector<Write> writes;
+    std::string bytes;
+    std::vector<uint8_t> header;
+    for (;;) {
+      header.resize(12);
+      if (!in.read(reinterpret_cast<char*>(header.data()), 12)) {
+        if (in.gcount() == 0 && in.eof()) return;
+        fail("cannot read", errno);
+      }
+      DataInputView h(header.data(), header.size());
+      const uint32_t n = h.readU32();
+      const uint64_t total = h.readU64();
+      header.resize(static_cast<size_t>(n) * kRecordBytes);
+      bytes.resize(total);
+      if (!in.read(reinterpret_cast<char*>(header.data()),
+                   static_cast<std::streamsize>(header.size())) ||
+          !in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) {
+        throw SluiceException("snapshot writes file '" + file_.string() + "' is truncated");
+      }
+      DataInputView r(header.data(), header.size());
+      writes.clear();
+      size_t at = 0;
+      for (uint32_t i = 0; i < n; ++i) {
+        Write w{};
+        w.cf = r.readU32();
+        w.op = static_cast<WriteOp>(r.readU8());
+        w.keySize = r.readU32();
+        w.valueSize = r.readU32();
+        w.key = at;
+        at += static_cast<size_t>(w.keySize) + w.valueSize;
+        if (w.cf >= names_.size() || at > bytes.size()) {
+          throw SluiceException("snapshot writes file '" + file_.string() + "' is corrupt");
+        }
+        writes.push_back(w);
+      }
+      apply(writes, std::string_view(bytes));
+    }
+  }
+
+ private:
+  static constexpr size_t kRecordBytes = 13;
+  [[noreturn]] void fail(const std::string& what, int error) const {
+    throw SluiceException("snapshot of " + description_ + ": " + osError(what, file_, error));
+  }
+  void writeAll(const void* data, size_t size) {
+    const char* p = static_cast<const char*>(data);
+    while (size > 0) {
+      const ssize_t n = ::write(fd_, p, size);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        fail("cannot write", errno);
+      }
+      p += n;
+      size -= static_cast<size_t>(n);
+    }
+  }
+
+  fs::path file_;
+  std::string description_;
+  int fd_ = -1;
+  int64_t count_ = 0;
+  std::vector<std::string> names_;
+  std::map<const ColumnFamily*, uint32_t> indexOf_;
+  std::vector<uint8_t> buffer_;
 };
-
-std::shared_ptr<const RocksDbKeyedStateBackend::SnapshotWrites>
-RocksDbKeyedStateBackend::takePending() {
-  Impl& m = *impl_;
-  if (m.pending.empty()) return nullptr;
-  auto out = std::make_shared<SnapshotWrites>();
-  const ColumnFamily* last = nullptr;
-  for (const Impl::PendingWrite& w : m.pending) {
-    if (w.cf != last) out->names.emplace(w.cf, w.cf->name);
-    last = w.cf;
-  }
-  out->writes = std::move(m.pending);
-  out->bytes = std::move(m.pendingBytes);
-  m.pending = {};
-  m.pendingBytes = {};
-  return out;
-}
 
 class RocksDbKeyedStateBackend::CopyWithWrites {
  public:
-  CopyWithWrites(fs::path dir, std::shared_ptr<const SnapshotWrites> writes,
+  // Owns `dir` (a staging checkpoint), and the file of writes it makes
+  // next to it.
+  CopyWithWrites(fs::path dir, const fs::path& writesFile, int64_t checkpointId,
                  std::map<std::string, StateMetaInfo> states,
                  std::shared_ptr<RocksDbSharedResources> resources,
                  std::shared_ptr<OwnedDirectory> workDir, KeyedBackendParams params,
                  std::string description, rocksdbutil::ColumnFamilyTuning tuning)
       : dir_(std::move(dir)),
-        writes_(std::move(writes)),
+        checkpointId_(checkpointId),
+        writes_(writesFile, description),
         states_(std::move(states)),
         resources_(std::move(resources)),
         workDir_(std::move(workDir)),
@@ -1164,10 +1295,21 @@ class RocksDbKeyedStateBackend::CopyWithWrites {
         tuning_(tuning) {}
   CopyWithWrites(const CopyWithWrites&) = delete;
   CopyWithWrites& operator=(const CopyWithWrites&) = delete;
-  // Closes the copy; its directory is its owner's to remove.
-  ~CopyWithWrites() { close(); }
+  // Closes the copy and removes it.
+  ~CopyWithWrites() {
+    try {
+      close();
+    } catch (const std::exception& e) {
+      log::warn("{}", e.what());
+    }
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
 
   const fs::path& dir() const { return dir_; }
+  // For a native snapshot: its checkpoint id; -1 for a canonical one.
+  int64_t checkpointId() const { return checkpointId_; }
+  SnapshotWrites& writes() { return writes_; }
   const KeyedBackendParams& params() const { return params_; }
   // The states of the database when the checkpoint was made, by name.
   const std::map<std::string, StateMetaInfo>& states() const { return states_; }
@@ -1175,9 +1317,9 @@ class RocksDbKeyedStateBackend::CopyWithWrites {
     return "state '" + state + "' of " + description_;
   }
 
-  // Opens the copy and ingests the writes into it; it stays open until
-  // close().
-  void open() {
+  // Opens the copy and writes the writes into it; it stays open until
+  // close(). With `flush`, its memtables are flushed afterwards.
+  void open(bool flush) {
     dbOptions_ = rocksdbutil::makeDbOptions(*resources_, description_);
     dbOptions_.create_if_missing = false;
     // The copy is no part of the shared cache's index and filter estimate,
@@ -1201,8 +1343,11 @@ class RocksDbKeyedStateBackend::CopyWithWrites {
       rocksdb::ColumnFamilyOptions o = rocksdbutil::makeColumnFamilyOptions(
           *resources_, std::make_shared<rocksdbutil::TtlFilterConfig>(meta, params_.clock),
           tuning_);
+      // No compactions: the copy lives for one snapshot. So its level-0
+      // files must never slow or stop its writes.
       o.disable_auto_compactions = true;
-      cfOptions_.push_back(o);
+      o.level0_slowdown_writes_trigger = 1 << 30;
+      o.level0_stop_writes_trigger = 1 << 30;
       descriptors.emplace_back(name, o);
     }
     rocksdb::DB* raw = nullptr;
@@ -1210,7 +1355,12 @@ class RocksDbKeyedStateBackend::CopyWithWrites {
         rocksdb::DB::Open(dbOptions_, dir_.string(), descriptors, &handles_, &raw);
     db_.reset(raw);
     check(s, "Open", where);
-    ingest();
+    apply(where);
+    if (flush) {
+      rocksdb::FlushOptions options;
+      options.wait = true;
+      check(db_->Flush(options, handles_), "Flush", where);
+    }
   }
 
   rocksdb::DB& db() const { return *db_; }
@@ -1233,71 +1383,34 @@ class RocksDbKeyedStateBackend::CopyWithWrites {
   }
 
  private:
-  // Per column family, its writes in key order as one SST file, moved
-  // into the copy (at level 0 when it overlaps what is there: newest).
-  void ingest() {
-    const SnapshotWrites& w = *writes_;
-    std::vector<uint32_t> order(w.writes.size());
-    std::iota(order.begin(), order.end(), 0u);
-    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-      const Impl::PendingWrite& x = w.writes[a];
-      const Impl::PendingWrite& y = w.writes[b];
-      if (x.cf != y.cf) return std::less<const ColumnFamily*>()(x.cf, y.cf);
-      const int c = w.key(x).compare(w.key(y));
-      return c != 0 ? c < 0 : a < b;
-    });
-    size_t i = 0;
-    int fileIndex = 0;
-    while (i < order.size()) {
-      const ColumnFamily* cf = w.writes[order[i]].cf;
-      const std::string& name = w.names.at(cf);
-      auto at = std::find(names_.begin(), names_.end(), name);
-      if (at == names_.end()) {
-        throw SluiceException("snapshot of " + description_ + ": " + what(name) +
-                              " is missing from RocksDB's checkpoint in '" + dir_.string() + "'");
+  // Writes the snapshot's writes into the copy, a chunk per WriteBatch
+  // sorted by key.
+  void apply(const std::string& where) {
+    const SnapshotWrites& w = writes_;
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    for (const std::string& name : w.names()) {
+      rocksdb::ColumnFamilyHandle* h = handle(name);
+      if (h == nullptr) {
+        throw SluiceException(what(name) + " is missing from RocksDB's checkpoint in '" +
+                              dir_.string() + "'");
       }
-      const size_t h = static_cast<size_t>(at - names_.begin());
-      const fs::path file =
-          dir_ / ("sluice-snapshot-writes-" + std::to_string(fileIndex++) + ".sst");
-      const std::string where = "file '" + file.string() + "' for " + what(name);
-      // The page cache keeps the file: it is read again right away.
-      rocksdb::SstFileWriter writer(rocksdb::EnvOptions(),
-                                    rocksdb::Options(dbOptions_, cfOptions_[h]), handles_[h],
-                                    /*invalidate_page_cache=*/false);
-      check(writer.Open(file.string()), "SstFileWriter::Open", where);
-      std::string_view previous;
-      bool first = true;
-      for (; i < order.size() && w.writes[order[i]].cf == cf; ++i) {
-        const Impl::PendingWrite& pw = w.writes[order[i]];
-        const std::string_view key = w.key(pw);
-        if (!first && key == previous) {
-          throw SluiceException("snapshot of " + description_ + ": two writes of one key of " +
-                                what(name));
-        }
-        first = false;
-        previous = key;
-        switch (pw.op) {
-          case Impl::Op::kPut:
-            check(writer.Put(slice(key), slice(w.value(pw))), "SstFileWriter::Put", where);
-            break;
-          case Impl::Op::kDelete:
-            check(writer.Delete(slice(key)), "SstFileWriter::Delete", where);
-            break;
-          case Impl::Op::kMerge:
-            check(writer.Merge(slice(key), slice(w.value(pw))), "SstFileWriter::Merge", where);
-            break;
-        }
-      }
-      check(writer.Finish(), "SstFileWriter::Finish", where);
-      rocksdb::IngestExternalFileOptions options;
-      options.move_files = true;
-      check(db_->IngestExternalFile(handles_[h], {file.string()}, options), "IngestExternalFile",
-            where);
+      handles.push_back(h);
     }
+    rocksdb::WriteOptions options;
+    options.disableWAL = true;
+    std::vector<uint32_t> order;
+    rocksdb::WriteBatch batch;
+    w.forEachChunk([&](const std::vector<SnapshotWrites::Write>& writes, std::string_view bytes) {
+      fillSorted(
+          writes, bytes, order, batch,
+          [&](const SnapshotWrites::Write& x) { return handles[x.cf]; }, where);
+      check(db_->Write(options, &batch), "Write", where);
+    });
   }
 
   fs::path dir_;
-  std::shared_ptr<const SnapshotWrites> writes_;
+  int64_t checkpointId_;
+  SnapshotWrites writes_;
   std::map<std::string, StateMetaInfo> states_;
   std::shared_ptr<RocksDbSharedResources> resources_;
   std::shared_ptr<OwnedDirectory> workDir_;  // holds dir_
@@ -1306,35 +1419,55 @@ class RocksDbKeyedStateBackend::CopyWithWrites {
   rocksdbutil::ColumnFamilyTuning tuning_;
   rocksdb::DBOptions dbOptions_;
   std::vector<std::string> names_;
-  std::vector<rocksdb::ColumnFamilyOptions> cfOptions_;
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;
   std::unique_ptr<rocksdb::DB> db_;
 };
 
 std::shared_ptr<RocksDbKeyedStateBackend::CopyWithWrites>
-RocksDbKeyedStateBackend::checkpointWithWrites(const std::string& dir,
-                                               std::shared_ptr<const SnapshotWrites> writes) {
+RocksDbKeyedStateBackend::beginSnapshotWith(int64_t checkpointId) {
   rocksdb::DB* db = impl_->db();
-  const fs::path d = newSnapshotDirectory(dir, impl_->description);
-  RemoveOnFailure cleanup{d};
-  createCheckpoint(db, d, impl_->description);
+  const std::string n = std::to_string(++impl_->snapshotCopies);
+  const fs::path work(impl_->workDirPath);
+  const fs::path dir =
+      work / (checkpointId >= 0 ? "checkpoint-" + std::to_string(checkpointId) : "snapshot-" + n);
+  std::error_code ec;
+  fs::remove_all(dir, ec);  // left from an earlier try of the same id
+  newSnapshotDirectory(dir.string(), impl_->description);
+  RemoveOnFailure cleanup{dir};
+  createCheckpoint(db, dir, impl_->description);
   std::map<std::string, StateMetaInfo> states;
   for (const auto& [name, cf] : impl_->columnFamilies) {
     if (cf->isState) states.emplace(name, cf->meta);
   }
-  auto copy = std::make_shared<CopyWithWrites>(d, std::move(writes), std::move(states),
-                                               impl_->resources, impl_->workDir, params(),
-                                               impl_->description, cfTuning(impl_->tuning));
+  auto copy = std::make_shared<CopyWithWrites>(
+      dir, work / ("snapshot-writes-" + n), checkpointId, std::move(states), impl_->resources,
+      impl_->workDir, params(), impl_->description, cfTuning(impl_->tuning));
   cleanup.armed = false;
   return copy;
 }
 
+void RocksDbKeyedStateBackend::spillPending(CopyWithWrites& copy) {
+  Impl& m = *impl_;
+  try {
+    copy.writes().append(m.pending, m.pendingBytes);
+  } catch (...) {
+    discardPending();
+    throw;
+  }
+  discardPending();
+}
+
+void RocksDbKeyedStateBackend::discardPending() {
+  impl_->pending.clear();
+  impl_->pendingBytes.clear();
+}
+
 RocksDbKeyedStateBackend::IncrementalSnapshotHandle RocksDbKeyedStateBackend::finishNative(
-    CopyWithWrites& copy, int64_t checkpointId) {
-  copy.open();
+    CopyWithWrites& copy) {
+  copy.open(true);
   copy.close();
   IncrementalSnapshotHandle handle;
-  handle.checkpointId = checkpointId;
+  handle.checkpointId = copy.checkpointId();
   handle.keyGroupRange = copy.params().keyGroupRange;
   handle.keySchema = copy.params().keySchema;
   handle.maxParallelism = copy.params().maxParallelism;
@@ -1350,26 +1483,19 @@ namespace {
 class RocksDbCopySnapshot final : public KeyedStateSnapshot {
  public:
   using Copy = std::shared_ptr<RocksDbKeyedStateBackend::CopyWithWrites>;
-  RocksDbCopySnapshot(Copy copy, fs::path dir) : copy_(std::move(copy)), dir_(std::move(dir)) {}
-  ~RocksDbCopySnapshot() override { release(); }
+  explicit RocksDbCopySnapshot(Copy copy) : copy_(std::move(copy)) {}
 
   KeyedSnapshotInfo writeTo(std::ostream& out) override;
 
  private:
-  void release() {
-    copy_.reset();  // closed before its directory goes
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  Copy copy_;
-  fs::path dir_;
+  Copy copy_;  // removed once written
 };
 
 KeyedSnapshotInfo RocksDbCopySnapshot::writeTo(std::ostream& out) {
   if (copy_ == nullptr) {
     throw SluiceException("a RocksDB keyed state snapshot can be written only once");
   }
-  copy_->open();
+  copy_->open(false);
   std::vector<SnapshotState> states;
   for (const auto& [name, meta] : copy_->states()) {
     rocksdb::ColumnFamilyHandle* handle = copy_->handle(name);
@@ -1384,21 +1510,31 @@ KeyedSnapshotInfo RocksDbCopySnapshot::writeTo(std::ostream& out) {
                           std::to_string(states.size()));
   }
   KeyedSnapshotInfo info = writeCanonical(copy_->db(), nullptr, states, copy_->params(), out);
-  release();
+  copy_.reset();
   return info;
 }
 
 }  // namespace
 
+std::unique_ptr<StateSnapshotWriter> RocksDbKeyedStateBackend::nativeSnapshotWith(
+    std::shared_ptr<CopyWithWrites> copy) {
+  if (copy->checkpointId() < 0) {
+    throw SluiceException("snapshot of " + impl_->description +
+                          ": a copy begun for a canonical snapshot taken as a native one");
+  }
+  copy->writes().close();
+  std::string directory = copy->dir().string();
+  return lazyNativeWriter(std::move(directory), [copy] { return finishNative(*copy); });
+}
+
 std::unique_ptr<KeyedStateSnapshot> RocksDbKeyedStateBackend::snapshotWith(
-    std::shared_ptr<const SnapshotWrites> writes) {
-  if (writes == nullptr) return snapshot();
-  const fs::path dir =
-      fs::path(impl_->workDirPath) / ("snapshot-" + std::to_string(++impl_->snapshotCopies));
-  std::error_code ec;
-  fs::remove_all(dir, ec);  // left by an earlier backend's snapshot
-  return std::make_unique<RocksDbCopySnapshot>(
-      checkpointWithWrites(dir.string(), std::move(writes)), dir);
+    std::shared_ptr<CopyWithWrites> copy) {
+  if (copy->checkpointId() >= 0) {
+    throw SluiceException("snapshot of " + impl_->description +
+                          ": a copy begun for a native snapshot taken as a canonical one");
+  }
+  copy->writes().close();
+  return std::make_unique<RocksDbCopySnapshot>(std::move(copy));
 }
 
 }  // namespace sluice

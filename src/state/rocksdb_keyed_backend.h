@@ -269,28 +269,32 @@ class RocksDbKeyedStateBackend final : public KeyedStateBackend {
 
   // --- Snapshots with writes on top (the tiered backend's dirty entries) ---
   //
-  // Writes collected by batchPut() and friends can go into a snapshot
-  // instead of the database: takePending() moves them out unwritten (null
-  // when there are none), and snapshotWith() or nativeSnapshotWith() takes a
-  // snapshot of the database as it is now with them on top, which the
-  // database itself never sees. Synchronous part: a RocksDB checkpoint in a
-  // staging directory of the working directory (memtables flushed, SST files
-  // hard-linked). When the snapshot is written (the canonical one's
-  // writeTo(), the native writer's nativeSnapshot(), on any thread), that
-  // copy is opened without compactions and the writes are ingested into it,
-  // one SST file per column family in key order; the copy is then iterated
-  // (canonical) or is the snapshot (native: restored like any other). The
-  // writes must hold at most one write per key and column family. A
-  // failure there (a full disk) throws from writeTo() or nativeSnapshot(),
-  // naming the file. The staging directory goes with the snapshot.
-  class SnapshotWrites;
-  // A staging checkpoint of the database and writes to ingest into it.
+  // A snapshot of the database as it is now with writes on top that the
+  // database itself never sees. beginSnapshotWith() has RocksDB make a
+  // checkpoint of itself in a staging directory of the working directory
+  // (memtables flushed, SST files hard-linked); the writes collected with
+  // batchPut() and friends then go into it, unwritten, with spillPending()
+  // (to a file next to it, so that the task holds one batch in memory at a
+  // time); snapshotWith() or nativeSnapshotWith() makes the snapshot. When
+  // it is written (the canonical one's writeTo(), the native writer's
+  // nativeSnapshot(), on any thread), the copy is opened without
+  // compactions and the writes are written into it; the copy is then
+  // iterated (canonical) or flushed and is the snapshot (native: restored
+  // like any other). A failure there (a full disk) throws from writeTo() or
+  // nativeSnapshot(), naming the file. The staging directory and the file
+  // of writes go with the snapshot (or with the copy, if no snapshot is
+  // made of it).
+  enum class WriteOp : uint8_t { kPut, kDelete, kMerge };
   class CopyWithWrites;
-  std::shared_ptr<const SnapshotWrites> takePending();
-  std::unique_ptr<KeyedStateSnapshot> snapshotWith(std::shared_ptr<const SnapshotWrites> writes);
-  // With null `writes`, nativeSnapshot().
-  std::unique_ptr<StateSnapshotWriter> nativeSnapshotWith(
-      int64_t checkpointId, std::shared_ptr<const SnapshotWrites> writes);
+  // For nativeSnapshotWith() when `checkpointId` >= 0, else snapshotWith().
+  std::shared_ptr<CopyWithWrites> beginSnapshotWith(int64_t checkpointId);
+  // Appends the collected writes to `copy`'s and forgets them (also when
+  // appending fails: a full disk).
+  void spillPending(CopyWithWrites& copy);
+  // Forgets the collected writes.
+  void discardPending();
+  std::unique_ptr<KeyedStateSnapshot> snapshotWith(std::shared_ptr<CopyWithWrites> copy);
+  std::unique_ptr<StateSnapshotWriter> nativeSnapshotWith(std::shared_ptr<CopyWithWrites> copy);
 
   // The states restored by restore(), restoreNative() or
   // restoreIncremental(), by name.
@@ -322,13 +326,15 @@ class RocksDbKeyedStateBackend final : public KeyedStateBackend {
 
  private:
   struct Impl;
-  // The synchronous part of snapshotWith() and nativeSnapshotWith(): a
-  // checkpoint in `dir` (which must not exist), to take `writes` later.
-  std::shared_ptr<CopyWithWrites> checkpointWithWrites(
-      const std::string& dir, std::shared_ptr<const SnapshotWrites> writes);
+  // The writes of a snapshot, in a file.
+  class SnapshotWrites;
   // What nativeSnapshotWith()'s writer runs once, on the I/O thread: the
-  // writes ingested into `copy`, which is then closed and described.
-  static IncrementalSnapshotHandle finishNative(CopyWithWrites& copy, int64_t checkpointId);
+  // writes written into `copy`, which is then flushed, closed and described.
+  static IncrementalSnapshotHandle finishNative(CopyWithWrites& copy);
+  // A native snapshot writer of `directory` that runs `finish` on its first
+  // nativeSnapshot() call (rocksdb_native.cc).
+  static std::unique_ptr<StateSnapshotWriter> lazyNativeWriter(
+      std::string directory, std::function<IncrementalSnapshotHandle()> finish);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -29,7 +29,7 @@ class NativeSnapshotWriter final : public StateSnapshotWriter {
   NativeSnapshotWriter(std::string directory, std::function<Handle()> finish)
       : directory_(std::move(directory)), finish_(std::move(finish)) {}
   ~NativeSnapshotWriter() override {
-    finish_ = nullptr;  // what it holds goes before the directory
+    finish_ = nullptr;  // what it holds (it may own the directory) goes first
     std::error_code ec;
     fs::remove_all(directory_, ec);
   }
@@ -45,7 +45,6 @@ class NativeSnapshotWriter final : public StateSnapshotWriter {
       } catch (...) {
         error_ = std::current_exception();
       }
-      finish_ = nullptr;
     });
     if (error_ != nullptr) std::rethrow_exception(error_);
     return &snapshot_;
@@ -81,16 +80,9 @@ std::unique_ptr<StateSnapshotWriter> RocksDbKeyedStateBackend::nativeSnapshot(
       snapshotIncremental(checkpointId, dir.string(), nullptr));
 }
 
-std::unique_ptr<StateSnapshotWriter> RocksDbKeyedStateBackend::nativeSnapshotWith(
-    int64_t checkpointId, std::shared_ptr<const SnapshotWrites> writes) {
-  if (writes == nullptr) return nativeSnapshot(checkpointId);
-  const fs::path dir =
-      fs::path(workingDirectory()) / ("checkpoint-" + std::to_string(checkpointId));
-  std::error_code ec;
-  fs::remove_all(dir, ec);  // left from an earlier try of the same id
-  std::shared_ptr<CopyWithWrites> copy = checkpointWithWrites(dir.string(), std::move(writes));
-  return std::make_unique<NativeSnapshotWriter>(
-      dir.string(), [copy, checkpointId] { return finishNative(*copy, checkpointId); });
+std::unique_ptr<StateSnapshotWriter> RocksDbKeyedStateBackend::lazyNativeWriter(
+    std::string directory, std::function<IncrementalSnapshotHandle()> finish) {
+  return std::make_unique<NativeSnapshotWriter>(std::move(directory), std::move(finish));
 }
 
 void RocksDbKeyedStateBackend::restoreNative(const std::vector<KeyedStateHandleRef>& handles) {

@@ -360,15 +360,19 @@ void CacheTable::flush() {
   }
 }
 
-void CacheTable::collectForSnapshot() {
+void CacheTable::collectForSnapshot(RocksDbKeyedStateBackend::CopyWithWrites& copy) {
+  RocksDbKeyedStateBackend& rocks = backend_.rocksDb();
   for (size_t g = 0; g < groups_.size(); ++g) {
     heap::ObjectTable* t = groups_[g].get();
     if (t == nullptr) continue;
     for (size_t i = 0; i < t->capacity(); ++i) {
       char* slot = t->slotAt(i);
-      if (slot != nullptr) writeBack(g, slot, WriteBack::kSnapshot);
+      if (slot == nullptr) continue;
+      writeBack(g, slot, WriteBack::kSnapshot);
+      if (rocks.pendingBytes() >= kFlushBatchBytes) rocks.spillPending(copy);
     }
   }
+  rocks.spillPending(copy);
 }
 
 }  // namespace tiered
@@ -629,28 +633,28 @@ void TieredKeyedStateBackend::flush() {
 // ---------------------------------------------------------------------------
 // Snapshots and restore
 
-std::shared_ptr<const RocksDbKeyedStateBackend::SnapshotWrites>
-TieredKeyedStateBackend::dirtyEntries() {
+std::shared_ptr<RocksDbKeyedStateBackend::CopyWithWrites> TieredKeyedStateBackend::withDirtyEntries(
+    int64_t checkpointId) {
   rocks_->writePending();  // what eviction collected goes to RocksDB itself
+  std::shared_ptr<RocksDbKeyedStateBackend::CopyWithWrites> copy =
+      rocks_->beginSnapshotWith(checkpointId);
   try {
-    for (const auto& t : tables_) t->collectForSnapshot();
+    for (const auto& t : tables_) t->collectForSnapshot(*copy);
   } catch (...) {
     // Not for RocksDB: the entries stay dirty (a list's merge would be
     // written twice).
-    (void)rocks_->takePending();
+    rocks_->discardPending();
     throw;
   }
-  return rocks_->takePending();
+  return copy;
 }
 
 std::unique_ptr<KeyedStateSnapshot> TieredKeyedStateBackend::snapshot() {
-  std::shared_ptr<const RocksDbKeyedStateBackend::SnapshotWrites> dirty = dirtyEntries();
-  return dirty == nullptr ? rocks_->snapshot() : rocks_->snapshotWith(std::move(dirty));
+  return rocks_->snapshotWith(withDirtyEntries(-1));
 }
 
 std::unique_ptr<StateSnapshotWriter> TieredKeyedStateBackend::nativeSnapshot(int64_t checkpointId) {
-  std::shared_ptr<const RocksDbKeyedStateBackend::SnapshotWrites> dirty = dirtyEntries();
-  return rocks_->nativeSnapshotWith(checkpointId, std::move(dirty));
+  return rocks_->nativeSnapshotWith(withDirtyEntries(checkpointId));
 }
 
 void TieredKeyedStateBackend::restore(

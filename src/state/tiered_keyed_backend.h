@@ -81,17 +81,18 @@
 // Snapshots. snapshot() and nativeSnapshot() do not write the dirty entries
 // back. Their synchronous part serializes each dirty entry's changes (what
 // its write-back would write: a put, a removal or a list's merge) into a
-// buffer, leaving the entry dirty and RocksDB as it is, and has RocksDB
-// make a checkpoint of itself in a staging directory (its memtables
-// flushed, SST files hard-linked). When the snapshot is written, on the
-// I/O thread, that copy is opened and the changes are ingested into it
+// file of RocksDB's working directory, a batch at a time, leaving the
+// entry dirty and RocksDB as it is, and has RocksDB make a checkpoint of
+// itself in a staging directory (its memtables flushed, SST files
+// hard-linked). When the snapshot is written, on the I/O thread, that copy
+// is opened and the changes are written into it
 // (RocksDbKeyedStateBackend::snapshotWith()): the copy is the canonical
 // snapshot's source, or the native (incremental) snapshot itself, whose
 // files the rocksdb backend restores too, and the other way round. The
-// task thread's part is a walk over the cache and a copy of the dirty
-// entries' bytes, not RocksDB writes. Entries dirty at several checkpoints
-// are written into each one's copy. Restores load RocksDB; the cache
-// starts empty.
+// task thread's part is a walk over the cache and sequential writes of the
+// dirty entries' bytes, not RocksDB writes. Entries dirty at several
+// checkpoints are written into each one's copy. Restores load RocksDB; the
+// cache starts empty.
 //
 // Time to live works as on the other backends: the TTL decorators
 // (ttl_state.h) wrap these storages, RocksDB's compaction filter and the
@@ -307,9 +308,9 @@ class CacheTable {
   void writeBack(size_t g, char* slot, WriteBack why);
   // Writes every dirty entry back (the batch in chunks); entries stay cached.
   void flush();
-  // Adds the changes of every dirty entry to the pending batch for a
-  // snapshot (WriteBack::kSnapshot); changes nothing.
-  void collectForSnapshot();
+  // Appends the changes of every dirty entry to `copy`'s writes, a batch
+  // at a time (WriteBack::kSnapshot); changes nothing.
+  void collectForSnapshot(RocksDbKeyedStateBackend::CopyWithWrites& copy);
 
   // A storage's pinned group (SIZE_MAX: none), registered while it lives.
   void addPin(const size_t* pin) { pins_.push_back(pin); }
@@ -436,10 +437,10 @@ class TieredKeyedStateBackend final : public KeyedStateBackend {
   std::string& readBuffer() { return readBuf_; }
 
  private:
-  // The changes of every dirty entry, for a snapshot to add to a copy of
-  // RocksDB (null when nothing is dirty); the entries stay dirty. What
-  // eviction collected is written to RocksDB first.
-  std::shared_ptr<const RocksDbKeyedStateBackend::SnapshotWrites> dirtyEntries();
+  // A staging copy of RocksDB (for a native snapshot when `checkpointId`
+  // >= 0) with the changes of every dirty entry to add to it; the entries
+  // stay dirty. What eviction collected is written to RocksDB first.
+  std::shared_ptr<RocksDbKeyedStateBackend::CopyWithWrites> withDirtyEntries(int64_t checkpointId);
   void makeRoom(int64_t bytes);
   // Evicts entries of slots [from, to) of group `g` of `t` (none when the
   // group is pinned) until `want` bytes are freed; returns the bytes freed

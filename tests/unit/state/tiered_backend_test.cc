@@ -621,15 +621,21 @@ TEST_F(TieredBackendTest, AFullDiskWhileASnapshotIsWrittenFailsThatSnapshotOnly)
   workload.run(10'000);
   std::unique_ptr<KeyedStateSnapshot> canonical = backend->snapshot();
   std::unique_ptr<StateSnapshotWriter> native = backend->nativeSnapshot(1);
-  const auto isTheFullDisk = ::testing::AllOf(
-      HasSubstr("RocksDB SstFileWriter"), HasSubstr("operator 'test-operator' (subtask 0)"),
-      HasSubstr("sluice-snapshot-writes-"), HasSubstr("File too large"));
+  const auto isTheFullDisk = ::testing::AllOf(HasSubstr("snapshot copy"),
+                                              HasSubstr("operator 'test-operator' (subtask 0)"),
+                                              HasSubstr(dir_.str()), HasSubstr("File too large"));
   {
     // Room for the copy's small files (its MANIFEST, OPTIONS), not for the
-    // dirty values (2,000 keys of up to 300 bytes).
+    // SST file of the dirty values (2,000 keys of up to 300 bytes) that the
+    // native snapshot flushes.
     test::FileSizeLimit full(64 << 10);
     EXPECT_THAT([&] { (void)native->nativeSnapshot(); },
-                ::testing::ThrowsMessage<SluiceException>(isTheFullDisk));
+                ::testing::ThrowsMessage<SluiceException>(
+                    ::testing::AllOf(isTheFullDisk, HasSubstr(".sst"))));
+  }
+  {
+    // No room for the copy's new MANIFEST: the canonical one fails opening it.
+    test::FileSizeLimit full(1);
     std::ostringstream out;
     EXPECT_THAT([&] { canonical->writeTo(out); },
                 ::testing::ThrowsMessage<SluiceException>(isTheFullDisk));
