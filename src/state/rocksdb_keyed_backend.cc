@@ -23,7 +23,6 @@
 #include <rocksdb/perf_level.h>
 #include <rocksdb/snapshot.h>
 #include <rocksdb/sst_file_reader.h>
-#include <rocksdb/sst_file_writer.h>
 #include <rocksdb/table.h>
 #include <rocksdb/table_properties.h>
 #include <rocksdb/unique_id.h>
@@ -440,7 +439,13 @@ void RocksDbKeyedStateBackend::batchMerge(ColumnFamily& cf, std::string_view key
   impl_->addPending(cf, Impl::Op::kMerge, key, operand);
 }
 
-size_t RocksDbKeyedStateBackend::pendingBytes() const { return impl_->pendingBytes.size(); }
+size_t RocksDbKeyedStateBackend::pendingBytes() const {
+  return impl_->pendingBytes.size() + impl_->pending.size() * sizeof(Impl::PendingWrite);
+}
+
+uint64_t RocksDbKeyedStateBackend::latestSequenceNumber() const {
+  return impl_->db()->GetLatestSequenceNumber();
+}
 
 namespace {
 
@@ -845,14 +850,14 @@ namespace {
 // not exist), its parent created.
 fs::path newSnapshotDirectory(const std::string& checkpointDir, const std::string& description) {
   if (checkpointDir.empty()) {
-    throw SluiceException("incremental snapshot of " + description +
+    throw SluiceException("snapshot of " + description +
                           ": the checkpoint directory must not be empty");
   }
   std::error_code ec;
   const fs::path dir = fs::absolute(checkpointDir, ec);
   if (ec) throw SluiceException(fsError("invalid checkpoint directory", checkpointDir, ec));
   if (fs::exists(dir, ec)) {
-    throw SluiceException("incremental snapshot directory '" + dir.string() + "' already exists");
+    throw SluiceException("snapshot directory '" + dir.string() + "' already exists");
   }
   fs::create_directories(dir.parent_path(), ec);
   if (ec) throw SluiceException(fsError("cannot create directory", dir.parent_path(), ec));
@@ -1207,26 +1212,32 @@ class RocksDbKeyedStateBackend::SnapshotWrites {
   // Calls apply(writes, bytes) for every chunk, in order.
   template <class Apply>
   void forEachChunk(Apply&& apply) const {
+    errno = 0;
     std::ifstream in(file_, std::ios::binary);
     if (!in) fail("cannot open", errno);
+    std::error_code ec;
+    const uintmax_t fileSize = fs::file_size(file_, ec);
+    if (ec) fail("cannot read the size of", ec.value());
     std::vector<Write> writes;
     std::string bytes;
     std::vector<uint8_t> header;
-    for (;;) {
+    for (uintmax_t offset = 0; offset != fileSize;) {
       header.resize(12);
-      if (!in.read(reinterpret_cast<char*>(header.data()), 12)) {
-        if (in.gcount() == 0 && in.eof()) return;
-        fail("cannot read", errno);
-      }
+      if (fileSize - offset < 12) corrupt(offset, "a chunk header is cut short");
+      if (!in.read(reinterpret_cast<char*>(header.data()), 12)) fail("cannot read", errno);
       DataInputView h(header.data(), header.size());
       const uint32_t n = h.readU32();
       const uint64_t total = h.readU64();
+      const uintmax_t chunk = 12 + static_cast<uintmax_t>(n) * kRecordBytes + total;
+      if (total > fileSize || chunk > fileSize - offset) {
+        corrupt(offset, "a chunk runs past the end of the file");
+      }
       header.resize(static_cast<size_t>(n) * kRecordBytes);
       bytes.resize(total);
       if (!in.read(reinterpret_cast<char*>(header.data()),
                    static_cast<std::streamsize>(header.size())) ||
           !in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()))) {
-        throw SluiceException("snapshot writes file '" + file_.string() + "' is truncated");
+        fail("cannot read", errno);
       }
       DataInputView r(header.data(), header.size());
       writes.clear();
@@ -1234,16 +1245,20 @@ class RocksDbKeyedStateBackend::SnapshotWrites {
       for (uint32_t i = 0; i < n; ++i) {
         Write w{};
         w.cf = r.readU32();
-        w.op = static_cast<WriteOp>(r.readU8());
+        const uint8_t op = r.readU8();
+        w.op = static_cast<WriteOp>(op);
         w.keySize = r.readU32();
         w.valueSize = r.readU32();
         w.key = at;
         at += static_cast<size_t>(w.keySize) + w.valueSize;
-        if (w.cf >= names_.size() || at > bytes.size()) {
-          throw SluiceException("snapshot writes file '" + file_.string() + "' is corrupt");
+        if (w.cf >= names_.size() || op > static_cast<uint8_t>(WriteOp::kMerge) ||
+            at > bytes.size()) {
+          corrupt(offset, "write " + std::to_string(i) + " of its chunk is invalid");
         }
         writes.push_back(w);
       }
+      if (at != bytes.size()) corrupt(offset, "a chunk's writes do not cover its bytes");
+      offset += chunk;
       apply(writes, std::string_view(bytes));
     }
   }
@@ -1251,7 +1266,13 @@ class RocksDbKeyedStateBackend::SnapshotWrites {
  private:
   static constexpr size_t kRecordBytes = 13;
   [[noreturn]] void fail(const std::string& what, int error) const {
-    throw SluiceException("snapshot of " + description_ + ": " + osError(what, file_, error));
+    throw SluiceException("snapshot of " + description_ + ": " +
+                          osError(what, file_, error != 0 ? error : EIO));
+  }
+  [[noreturn]] void corrupt(uintmax_t offset, const std::string& what) const {
+    throw SluiceException("snapshot of " + description_ + ": the file of its writes '" +
+                          file_.string() + "' is corrupt at byte " + std::to_string(offset) + ": " +
+                          what);
   }
   void writeAll(const void* data, size_t size) {
     const char* p = static_cast<const char*>(data);
@@ -1279,12 +1300,13 @@ class RocksDbKeyedStateBackend::CopyWithWrites {
  public:
   // Owns `dir` (a staging checkpoint), and the file of writes it makes
   // next to it.
-  CopyWithWrites(fs::path dir, const fs::path& writesFile, int64_t checkpointId,
+  CopyWithWrites(fs::path dir, const fs::path& writesFile, bool native, int64_t checkpointId,
                  std::map<std::string, StateMetaInfo> states,
                  std::shared_ptr<RocksDbSharedResources> resources,
                  std::shared_ptr<OwnedDirectory> workDir, KeyedBackendParams params,
                  std::string description, rocksdbutil::ColumnFamilyTuning tuning)
       : dir_(std::move(dir)),
+        native_(native),
         checkpointId_(checkpointId),
         writes_(writesFile, description),
         states_(std::move(states)),
@@ -1307,7 +1329,8 @@ class RocksDbKeyedStateBackend::CopyWithWrites {
   }
 
   const fs::path& dir() const { return dir_; }
-  // For a native snapshot: its checkpoint id; -1 for a canonical one.
+  // Whether it is for a native snapshot, and that one's checkpoint id.
+  bool native() const { return native_; }
   int64_t checkpointId() const { return checkpointId_; }
   SnapshotWrites& writes() { return writes_; }
   const KeyedBackendParams& params() const { return params_; }
@@ -1320,6 +1343,11 @@ class RocksDbKeyedStateBackend::CopyWithWrites {
   // Opens the copy and writes the writes into it; it stays open until
   // close(). With `flush`, its memtables are flushed afterwards.
   void open(bool flush) {
+    if (db_ != nullptr) {
+      throw SluiceException("the snapshot copy '" + dir_.string() + "' of " + description_ +
+                            " is open already");
+    }
+    names_.clear();
     dbOptions_ = rocksdbutil::makeDbOptions(*resources_, description_);
     dbOptions_.create_if_missing = false;
     // The copy is no part of the shared cache's index and filter estimate,
@@ -1344,7 +1372,8 @@ class RocksDbKeyedStateBackend::CopyWithWrites {
           *resources_, std::make_shared<rocksdbutil::TtlFilterConfig>(meta, params_.clock),
           tuning_);
       // No compactions: the copy lives for one snapshot. So its level-0
-      // files must never slow or stop its writes.
+      // files must never slow or stop its writes (a full memtable still
+      // waits for its flush).
       o.disable_auto_compactions = true;
       o.level0_slowdown_writes_trigger = 1 << 30;
       o.level0_stop_writes_trigger = 1 << 30;
@@ -1355,11 +1384,27 @@ class RocksDbKeyedStateBackend::CopyWithWrites {
         rocksdb::DB::Open(dbOptions_, dir_.string(), descriptors, &handles_, &raw);
     db_.reset(raw);
     check(s, "Open", where);
+    std::vector<std::set<std::string>> level0(handles_.size());
+    for (size_t i = 0; i < handles_.size(); ++i) level0[i] = level0Files(handles_[i]);
     apply(where);
-    if (flush) {
-      rocksdb::FlushOptions options;
-      options.wait = true;
-      check(db_->Flush(options, handles_), "Flush", where);
+    if (!flush) return;
+    rocksdb::FlushOptions options;
+    options.wait = true;
+    check(db_->Flush(options, handles_), "Flush", where);
+    // The writes went through memtables that the slot's write buffer
+    // manager may have flushed early: many small level-0 files, which a
+    // backend restored from the copy would have to compact before it could
+    // write again. They become one level-0 file (or a few, at the target
+    // file size) of their own: the copy's other files are the live
+    // database's, shared with earlier checkpoints, and stay as they are.
+    for (size_t i = 0; i < handles_.size(); ++i) {
+      std::vector<std::string> added;
+      for (const std::string& f : level0Files(handles_[i])) {
+        if (!level0[i].contains(f)) added.push_back(f);
+      }
+      if (added.size() < 2) continue;
+      check(db_->CompactFiles(rocksdb::CompactionOptions(), handles_[i], added, 0), "CompactFiles",
+            what(names_[i]) + " in the snapshot copy '" + dir_.string() + "'");
     }
   }
 
@@ -1368,6 +1413,17 @@ class RocksDbKeyedStateBackend::CopyWithWrites {
   rocksdb::ColumnFamilyHandle* handle(const std::string& name) const {
     auto it = std::find(names_.begin(), names_.end(), name);
     return it == names_.end() || handles_.empty() ? nullptr : handles_[it - names_.begin()];
+  }
+
+  // The names of the level-0 files of a column family of the open copy.
+  std::set<std::string> level0Files(rocksdb::ColumnFamilyHandle* handle) const {
+    rocksdb::ColumnFamilyMetaData meta;
+    db_->GetColumnFamilyMetaData(handle, &meta);
+    std::set<std::string> names;
+    if (!meta.levels.empty()) {
+      for (const rocksdb::SstFileMetaData& f : meta.levels[0].files) names.insert(f.name);
+    }
+    return names;
   }
 
   void close() {
@@ -1409,6 +1465,7 @@ class RocksDbKeyedStateBackend::CopyWithWrites {
   }
 
   fs::path dir_;
+  bool native_;
   int64_t checkpointId_;
   SnapshotWrites writes_;
   std::map<std::string, StateMetaInfo> states_;
@@ -1424,12 +1481,12 @@ class RocksDbKeyedStateBackend::CopyWithWrites {
 };
 
 std::shared_ptr<RocksDbKeyedStateBackend::CopyWithWrites>
-RocksDbKeyedStateBackend::beginSnapshotWith(int64_t checkpointId) {
+RocksDbKeyedStateBackend::beginSnapshotWith(bool native, int64_t checkpointId) {
   rocksdb::DB* db = impl_->db();
   const std::string n = std::to_string(++impl_->snapshotCopies);
   const fs::path work(impl_->workDirPath);
   const fs::path dir =
-      work / (checkpointId >= 0 ? "checkpoint-" + std::to_string(checkpointId) : "snapshot-" + n);
+      work / (native ? "checkpoint-" + std::to_string(checkpointId) : "snapshot-" + n);
   std::error_code ec;
   fs::remove_all(dir, ec);  // left from an earlier try of the same id
   newSnapshotDirectory(dir.string(), impl_->description);
@@ -1440,8 +1497,8 @@ RocksDbKeyedStateBackend::beginSnapshotWith(int64_t checkpointId) {
     if (cf->isState) states.emplace(name, cf->meta);
   }
   auto copy = std::make_shared<CopyWithWrites>(
-      dir, work / ("snapshot-writes-" + n), checkpointId, std::move(states), impl_->resources,
-      impl_->workDir, params(), impl_->description, cfTuning(impl_->tuning));
+      dir, work / ("snapshot-writes-" + n), native, checkpointId, std::move(states),
+      impl_->resources, impl_->workDir, params(), impl_->description, cfTuning(impl_->tuning));
   cleanup.armed = false;
   return copy;
 }
@@ -1464,8 +1521,17 @@ void RocksDbKeyedStateBackend::discardPending() {
 
 RocksDbKeyedStateBackend::IncrementalSnapshotHandle RocksDbKeyedStateBackend::finishNative(
     CopyWithWrites& copy) {
-  copy.open(true);
-  copy.close();
+  try {
+    copy.open(true);
+    copy.close();
+  } catch (...) {
+    try {
+      copy.close();  // its memtables and table readers go now, not with the writer
+    } catch (const std::exception& e) {
+      log::warn("{}", e.what());
+    }
+    throw;
+  }
   IncrementalSnapshotHandle handle;
   handle.checkpointId = copy.checkpointId();
   handle.keyGroupRange = copy.params().keyGroupRange;
@@ -1488,37 +1554,50 @@ class RocksDbCopySnapshot final : public KeyedStateSnapshot {
   KeyedSnapshotInfo writeTo(std::ostream& out) override;
 
  private:
-  Copy copy_;  // removed once written
+  static KeyedSnapshotInfo write(RocksDbKeyedStateBackend::CopyWithWrites& copy, std::ostream& out);
+  Copy copy_;                 // removed once written (or failed)
+  std::exception_ptr error_;  // why it failed, for a second try
 };
 
 KeyedSnapshotInfo RocksDbCopySnapshot::writeTo(std::ostream& out) {
+  if (error_ != nullptr) std::rethrow_exception(error_);
   if (copy_ == nullptr) {
     throw SluiceException("a RocksDB keyed state snapshot can be written only once");
   }
-  copy_->open(false);
+  // Written once, whatever happens: the copy goes when this returns.
+  const Copy copy = std::move(copy_);
+  try {
+    return write(*copy, out);
+  } catch (...) {
+    error_ = std::current_exception();
+    throw;
+  }
+}
+
+KeyedSnapshotInfo RocksDbCopySnapshot::write(RocksDbKeyedStateBackend::CopyWithWrites& copy,
+                                             std::ostream& out) {
+  copy.open(false);
   std::vector<SnapshotState> states;
-  for (const auto& [name, meta] : copy_->states()) {
-    rocksdb::ColumnFamilyHandle* handle = copy_->handle(name);
+  for (const auto& [name, meta] : copy.states()) {
+    rocksdb::ColumnFamilyHandle* handle = copy.handle(name);
     if (handle == nullptr) {
-      throw SluiceException(copy_->what(name) + " is missing from RocksDB's checkpoint in '" +
-                            copy_->dir().string() + "'");
+      throw SluiceException(copy.what(name) + " is missing from RocksDB's checkpoint in '" +
+                            copy.dir().string() + "'");
     }
-    states.push_back({handle, meta, copy_->what(name)});
+    states.push_back({handle, meta, copy.what(name)});
   }
   if (states.size() >= 0xFFFF) {
     throw SluiceException("a RocksDB snapshot holds at most 65534 states, not " +
                           std::to_string(states.size()));
   }
-  KeyedSnapshotInfo info = writeCanonical(copy_->db(), nullptr, states, copy_->params(), out);
-  copy_.reset();
-  return info;
+  return writeCanonical(copy.db(), nullptr, states, copy.params(), out);
 }
 
 }  // namespace
 
 std::unique_ptr<StateSnapshotWriter> RocksDbKeyedStateBackend::nativeSnapshotWith(
     std::shared_ptr<CopyWithWrites> copy) {
-  if (copy->checkpointId() < 0) {
+  if (!copy->native()) {
     throw SluiceException("snapshot of " + impl_->description +
                           ": a copy begun for a canonical snapshot taken as a native one");
   }
@@ -1529,7 +1608,7 @@ std::unique_ptr<StateSnapshotWriter> RocksDbKeyedStateBackend::nativeSnapshotWit
 
 std::unique_ptr<KeyedStateSnapshot> RocksDbKeyedStateBackend::snapshotWith(
     std::shared_ptr<CopyWithWrites> copy) {
-  if (copy->checkpointId() >= 0) {
+  if (copy->native()) {
     throw SluiceException("snapshot of " + impl_->description +
                           ": a copy begun for a native snapshot taken as a canonical one");
   }

@@ -263,7 +263,7 @@ class RocksDbKeyedStateBackend final : public KeyedStateBackend {
   void batchPut(ColumnFamily& cf, std::string_view key, std::string_view value);
   void batchRemove(ColumnFamily& cf, std::string_view key);
   void batchMerge(ColumnFamily& cf, std::string_view key, std::string_view operand);
-  // Bytes collected and not written yet.
+  // Memory the collected writes take (their bytes and bookkeeping).
   size_t pendingBytes() const;
   void writePending();
 
@@ -286,8 +286,9 @@ class RocksDbKeyedStateBackend final : public KeyedStateBackend {
   // made of it).
   enum class WriteOp : uint8_t { kPut, kDelete, kMerge };
   class CopyWithWrites;
-  // For nativeSnapshotWith() when `checkpointId` >= 0, else snapshotWith().
-  std::shared_ptr<CopyWithWrites> beginSnapshotWith(int64_t checkpointId);
+  // For nativeSnapshotWith(`checkpointId`) when `native`, else for
+  // snapshotWith().
+  std::shared_ptr<CopyWithWrites> beginSnapshotWith(bool native, int64_t checkpointId);
   // Appends the collected writes to `copy`'s and forgets them (also when
   // appending fails: a full disk).
   void spillPending(CopyWithWrites& copy);
@@ -328,6 +329,13 @@ class RocksDbKeyedStateBackend final : public KeyedStateBackend {
   struct Impl;
   // The writes of a snapshot, in a file.
   class SnapshotWrites;
+
+ public:
+  // RocksDB's latest sequence number: it changes with every write (for
+  // tests that check that nothing was written).
+  uint64_t latestSequenceNumber() const;
+
+ private:
   // What nativeSnapshotWith()'s writer runs once, on the I/O thread: the
   // writes written into `copy`, which is then flushed, closed and described.
   static IncrementalSnapshotHandle finishNative(CopyWithWrites& copy);

@@ -634,10 +634,10 @@ void TieredKeyedStateBackend::flush() {
 // Snapshots and restore
 
 std::shared_ptr<RocksDbKeyedStateBackend::CopyWithWrites> TieredKeyedStateBackend::withDirtyEntries(
-    int64_t checkpointId) {
+    bool native, int64_t checkpointId) {
   rocks_->writePending();  // what eviction collected goes to RocksDB itself
   std::shared_ptr<RocksDbKeyedStateBackend::CopyWithWrites> copy =
-      rocks_->beginSnapshotWith(checkpointId);
+      rocks_->beginSnapshotWith(native, checkpointId);
   try {
     for (const auto& t : tables_) t->collectForSnapshot(*copy);
   } catch (...) {
@@ -650,11 +650,11 @@ std::shared_ptr<RocksDbKeyedStateBackend::CopyWithWrites> TieredKeyedStateBacken
 }
 
 std::unique_ptr<KeyedStateSnapshot> TieredKeyedStateBackend::snapshot() {
-  return rocks_->snapshotWith(withDirtyEntries(-1));
+  return rocks_->snapshotWith(withDirtyEntries(false, 0));
 }
 
 std::unique_ptr<StateSnapshotWriter> TieredKeyedStateBackend::nativeSnapshot(int64_t checkpointId) {
-  return rocks_->nativeSnapshotWith(withDirtyEntries(checkpointId));
+  return rocks_->nativeSnapshotWith(withDirtyEntries(true, checkpointId));
 }
 
 void TieredKeyedStateBackend::restore(

@@ -22,7 +22,8 @@
 // first update of a new one, do not go to RocksDB again.
 //
 // Writes change the cached object and mark the entry dirty; RocksDB sees
-// them when the entry is evicted or a snapshot flushes the cache. A list
+// them when the entry is evicted or flush() is called (snapshots copy the
+// changes without writing them back; see below). A list
 // add() to a key that is not cached does not read the list: the entry starts
 // append-only, holding just the new elements, which are written back as a
 // merge operand (the rocksdb backend's list-append merge operator); a
@@ -392,7 +393,8 @@ class TieredKeyedStateBackend final : public KeyedStateBackend {
     int64_t evictionRounds = 0;
   };
   CacheStats cacheStats() const;
-  // Writes every dirty entry back (what snapshots do first).
+  // Writes every dirty entry back (for tests and benchmarks; snapshots do
+  // not).
   void flush();
   // Writes every dirty entry back and drops every entry, the pinned ones
   // too: pointers the storages returned are invalid afterwards. For tests
@@ -437,10 +439,11 @@ class TieredKeyedStateBackend final : public KeyedStateBackend {
   std::string& readBuffer() { return readBuf_; }
 
  private:
-  // A staging copy of RocksDB (for a native snapshot when `checkpointId`
-  // >= 0) with the changes of every dirty entry to add to it; the entries
-  // stay dirty. What eviction collected is written to RocksDB first.
-  std::shared_ptr<RocksDbKeyedStateBackend::CopyWithWrites> withDirtyEntries(int64_t checkpointId);
+  // A staging copy of RocksDB (for a native snapshot of `checkpointId`
+  // when `native`) with the changes of every dirty entry to add to it; the
+  // entries stay dirty. What eviction collected is written to RocksDB first.
+  std::shared_ptr<RocksDbKeyedStateBackend::CopyWithWrites> withDirtyEntries(bool native,
+                                                                             int64_t checkpointId);
   void makeRoom(int64_t bytes);
   // Evicts entries of slots [from, to) of group `g` of `t` (none when the
   // group is pinned) until `want` bytes are freed; returns the bytes freed

@@ -233,10 +233,11 @@ TEST_F(TieredBackendTest, ASnapshotHoldsTheStateAsItWasWhenTaken) {
   RandomWorkload workload(*backend, kKeys, 5);
   workload.run(60'000);
   const TieredKeyedStateBackend::CacheStats before = tiered(*backend).cacheStats();
+  const uint64_t sequence = tiered(*backend).rocksDb().latestSequenceNumber();
   std::unique_ptr<KeyedStateSnapshot> canonical = backend->snapshot();
   std::unique_ptr<StateSnapshotWriter> native = backend->nativeSnapshot(1);
   const TieredKeyedStateBackend::CacheStats after = tiered(*backend).cacheStats();
-  EXPECT_EQ(after.writeBacks, before.writeBacks);
+  EXPECT_EQ(tiered(*backend).rocksDb().latestSequenceNumber(), sequence);  // nothing written
   EXPECT_EQ(after.entries, before.entries);
   const Model taken = workload.model();
 
@@ -259,7 +260,7 @@ TEST_F(TieredBackendTest, ASnapshotHoldsTheStateAsItWasWhenTaken) {
   }
 
   // Incremental checkpoints upload an SST file once per unique id: a later
-  // snapshot's files (the ingested changes among them) that share an id
+  // snapshot's files (those with the copied changes among them) that share an id
   // with this one's are the same bytes.
   std::unique_ptr<StateSnapshotWriter> later = backend->nativeSnapshot(2);
   auto bytesOf = [](const std::string& path) {
@@ -278,7 +279,36 @@ TEST_F(TieredBackendTest, ASnapshotHoldsTheStateAsItWasWhenTaken) {
     EXPECT_EQ(bytesOf(it->second), bytesOf(later->nativeSnapshot()->directory + "/" + f.fileName))
         << f.fileName << " (id " << f.uniqueId << ")";
   }
+  EXPECT_GT(shared, 0u);
   EXPECT_LT(shared, later->nativeSnapshot()->sstFiles.size());
+}
+
+// The changes a native snapshot adds go through its copy's memtables, which
+// the slot's small write buffers (16 MiB of managed memory here) flush many
+// times; they end up as one file per state of their own, so a backend
+// restored from the snapshot does not start with dozens of level-0 files
+// to compact before it may write.
+TEST_F(TieredBackendTest, ANativeSnapshotAddsOneFilePerStateForItsChanges) {
+  auto backend = make(StateBackendType::kTiered, 256 << 20);  // all cached and dirty
+  auto& value =
+      getOrCreateValueState<VoidNamespace>(*backend, ValueStateDescriptor<std::string>("v"));
+  constexpr int64_t kKeys = 40'000;  // 20 MB of values
+  for (int64_t key = 0; key < kKeys; ++key) {
+    setKey(*backend, key);
+    value.update(text(key, 0, 500));
+  }
+  EXPECT_EQ(tiered(*backend).cacheStats().writeBacks, 0);
+  std::unique_ptr<StateSnapshotWriter> snapshot = backend->nativeSnapshot(1);
+  // RocksDB itself holds nothing: every SST file is the copy's.
+  EXPECT_EQ(snapshot->nativeSnapshot()->sstFiles.size(), 1u);
+
+  auto restored = make(StateBackendType::kRocksDb, 0);
+  restored->restoreNative({handleOf(*snapshot)});
+  auto& v = getOrCreateValueState<VoidNamespace>(*restored, ValueStateDescriptor<std::string>("v"));
+  for (int64_t key = 0; key < kKeys; key += 97) {
+    setKey(*restored, key);
+    ASSERT_EQ(v.value(), text(key, 0, 500)) << "key " << key;
+  }
 }
 
 // Values much larger than their slots count by their serialized size: 10 MB
@@ -640,6 +670,11 @@ TEST_F(TieredBackendTest, AFullDiskWhileASnapshotIsWrittenFailsThatSnapshotOnly)
     EXPECT_THAT([&] { canonical->writeTo(out); },
                 ::testing::ThrowsMessage<SluiceException>(isTheFullDisk));
   }
+  // A second try says the same (the copy was closed and removed after the
+  // first).
+  std::ostringstream out;
+  EXPECT_THAT([&] { canonical->writeTo(out); },
+              ::testing::ThrowsMessage<SluiceException>(isTheFullDisk));
   EXPECT_THAT([&] { (void)native->nativeSnapshot(); },
               ::testing::ThrowsMessage<SluiceException>(isTheFullDisk));
   native.reset();
@@ -650,6 +685,33 @@ TEST_F(TieredBackendTest, AFullDiskWhileASnapshotIsWrittenFailsThatSnapshotOnly)
   auto restored = make(StateBackendType::kRocksDb, 0);
   restored->restoreNative({handleOf(*next)});
   workload.checkAll(*restored, workload.model());
+}
+
+// A full disk in a snapshot's synchronous part, while it writes the dirty
+// entries' changes to its file: the snapshot fails naming the file and the
+// OS error, nothing it collected reaches RocksDB (a list's appended
+// elements would be merged twice), and the next snapshot holds everything.
+TEST_F(TieredBackendTest, AFullDiskWhileASnapshotIsTakenLeavesTheBackendAsItWas) {
+  auto backend = make(StateBackendType::kTiered, 32 << 20);
+  RandomWorkload workload(*backend, 20'000, 9);
+  workload.run(80'000);  // more than 4 MiB of changes: several batches
+  EXPECT_EQ(tiered(*backend).cacheStats().evictions, 0);
+  const uint64_t sequence = tiered(*backend).rocksDb().latestSequenceNumber();
+  {
+    test::FileSizeLimit full(64 << 10);
+    EXPECT_THAT([&] { (void)backend->nativeSnapshot(1); },
+                ::testing::ThrowsMessage<SluiceException>(::testing::AllOf(
+                    HasSubstr("operator 'test-operator' (subtask 0)"), HasSubstr(dir_.str()),
+                    HasSubstr("snapshot-writes-"), HasSubstr("File too large"))));
+  }
+  EXPECT_EQ(tiered(*backend).rocksDb().latestSequenceNumber(), sequence);
+  workload.run(20'000);
+  std::unique_ptr<StateSnapshotWriter> next = backend->nativeSnapshot(2);
+  auto restored = make(StateBackendType::kRocksDb, 0);
+  restored->restoreNative({handleOf(*next)});
+  workload.checkAll(*restored, workload.model());
+  tiered(*backend).evictAll();
+  workload.checkAll(*backend, workload.model());
 }
 
 TEST_F(TieredBackendTest, ABudgetOfZeroIsRefused) {
