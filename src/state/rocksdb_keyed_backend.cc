@@ -1356,6 +1356,11 @@ class RocksDbKeyedStateBackend::CopyWithWrites {
     dbOptions_.listeners.clear();
     dbOptions_.max_open_files = 20;
     dbOptions_.skip_stats_update_on_db_open = true;
+    // Its memtables are its own, small and few (kCopyWriteBuffer each, two
+    // per state): charged to the slot's write buffer manager they would
+    // make the live database flush early, and at the live database's size
+    // they would hold several more MiB while a checkpoint is written.
+    dbOptions_.write_buffer_manager = nullptr;
     const std::string where = "the snapshot copy '" + dir_.string() + "' of " + description_;
     check(rocksdb::DB::ListColumnFamilies(dbOptions_, dir_.string(), &names_), "ListColumnFamilies",
           where);
@@ -1377,6 +1382,7 @@ class RocksDbKeyedStateBackend::CopyWithWrites {
       o.disable_auto_compactions = true;
       o.level0_slowdown_writes_trigger = 1 << 30;
       o.level0_stop_writes_trigger = 1 << 30;
+      o.write_buffer_size = kCopyWriteBuffer;
       descriptors.emplace_back(name, o);
     }
     rocksdb::DB* raw = nullptr;
@@ -1414,6 +1420,8 @@ class RocksDbKeyedStateBackend::CopyWithWrites {
     auto it = std::find(names_.begin(), names_.end(), name);
     return it == names_.end() || handles_.empty() ? nullptr : handles_[it - names_.begin()];
   }
+
+  static constexpr size_t kCopyWriteBuffer = 1 << 20;
 
   // The names of the level-0 files of a column family of the open copy.
   std::set<std::string> level0Files(rocksdb::ColumnFamilyHandle* handle) const {

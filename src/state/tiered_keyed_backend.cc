@@ -24,6 +24,9 @@ size_t roundUpTo(size_t n, size_t align) { return (n + align - 1) / align * alig
 
 // A flush writes RocksDB batches of about this many bytes.
 constexpr size_t kFlushBatchBytes = 4 << 20;
+// A snapshot spills its writes in chunks of about this many bytes (the
+// memory the task and the snapshot's writer hold for them at a time).
+constexpr size_t kSpillBatchBytes = 1 << 20;
 
 // The bytes before a cached object: the header, and for lists the count of
 // elements RocksDB holds.
@@ -369,7 +372,7 @@ void CacheTable::collectForSnapshot(RocksDbKeyedStateBackend::CopyWithWrites& co
       char* slot = t->slotAt(i);
       if (slot == nullptr) continue;
       writeBack(g, slot, WriteBack::kSnapshot);
-      if (rocks.pendingBytes() >= kFlushBatchBytes) rocks.spillPending(copy);
+      if (rocks.pendingBytes() >= kSpillBatchBytes) rocks.spillPending(copy);
     }
   }
   rocks.spillPending(copy);
