@@ -237,6 +237,17 @@ rocksdbutil::ColumnFamilyTuning cfTuning(const RocksDbKeyedStateBackend::Tuning&
   return c;
 }
 
+// The meta of state `name` in `metas`, or one that only names it (a column
+// family without a state: "default").
+StateMetaInfo metaOrName(const std::map<std::string, StateMetaInfo>& metas,
+                         const std::string& name) {
+  auto it = metas.find(name);
+  if (it != metas.end()) return it->second;
+  StateMetaInfo meta;
+  meta.name = name;
+  return meta;
+}
+
 // Opens (creating if needed) the database in `path`, which it owns from now
 // on, with its column families, each with its TTL config from `metas` (none
 // for other names), and puts them into `cfsOut`.
@@ -258,14 +269,8 @@ std::shared_ptr<Database> openDatabase(const std::string& path, bool existing,
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   std::vector<std::shared_ptr<rocksdbutil::TtlFilterConfig>> configs;
   for (const std::string& name : names) {
-    auto it = metas.find(name);
-    StateMetaInfo meta;
-    if (it != metas.end()) {
-      meta = it->second;
-    } else {
-      meta.name = name;
-    }
-    configs.push_back(std::make_shared<rocksdbutil::TtlFilterConfig>(meta, clock));
+    configs.push_back(
+        std::make_shared<rocksdbutil::TtlFilterConfig>(metaOrName(metas, name), clock));
     descriptors.emplace_back(
         name, rocksdbutil::makeColumnFamilyOptions(*resources, configs.back(), tuning));
   }
@@ -1366,15 +1371,9 @@ class RocksDbKeyedStateBackend::CopyWithWrites {
           where);
     std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
     for (const std::string& name : names_) {
-      auto it = states_.find(name);
-      StateMetaInfo meta;
-      if (it != states_.end()) {
-        meta = it->second;
-      } else {
-        meta.name = name;
-      }
       rocksdb::ColumnFamilyOptions o = rocksdbutil::makeColumnFamilyOptions(
-          *resources_, std::make_shared<rocksdbutil::TtlFilterConfig>(meta, params_.clock),
+          *resources_,
+          std::make_shared<rocksdbutil::TtlFilterConfig>(metaOrName(states_, name), params_.clock),
           tuning_);
       // No compactions: the copy lives for one snapshot. So its level-0
       // files must never slow or stop its writes (a full memtable still

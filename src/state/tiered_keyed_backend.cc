@@ -349,32 +349,32 @@ void CacheTable::writeBack(size_t g, char* slot, WriteBack why) {
   backend_.countWriteBack();
 }
 
-void CacheTable::flush() {
-  RocksDbKeyedStateBackend& rocks = backend_.rocksDb();
+template <class F>
+void CacheTable::forEachEntry(F&& f) {
   for (size_t g = 0; g < groups_.size(); ++g) {
     heap::ObjectTable* t = groups_[g].get();
     if (t == nullptr) continue;
     for (size_t i = 0; i < t->capacity(); ++i) {
-      char* slot = t->slotAt(i);
-      if (slot == nullptr || (CachedType::header(entry(slot)).flags & kDirty) == 0) continue;
-      writeBack(g, slot, WriteBack::kFlush);
-      if (rocks.pendingBytes() >= kFlushBatchBytes) rocks.writePending();
+      if (char* slot = t->slotAt(i)) f(g, slot);
     }
   }
 }
 
+void CacheTable::flush() {
+  RocksDbKeyedStateBackend& rocks = backend_.rocksDb();
+  forEachEntry([&](size_t g, char* slot) {
+    if ((CachedType::header(entry(slot)).flags & kDirty) == 0) return;
+    writeBack(g, slot, WriteBack::kFlush);
+    if (rocks.pendingBytes() >= kFlushBatchBytes) rocks.writePending();
+  });
+}
+
 void CacheTable::collectForSnapshot(RocksDbKeyedStateBackend::CopyWithWrites& copy) {
   RocksDbKeyedStateBackend& rocks = backend_.rocksDb();
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    heap::ObjectTable* t = groups_[g].get();
-    if (t == nullptr) continue;
-    for (size_t i = 0; i < t->capacity(); ++i) {
-      char* slot = t->slotAt(i);
-      if (slot == nullptr) continue;
-      writeBack(g, slot, WriteBack::kSnapshot);
-      if (rocks.pendingBytes() >= kSpillBatchBytes) rocks.spillPending(copy);
-    }
-  }
+  forEachEntry([&](size_t g, char* slot) {
+    writeBack(g, slot, WriteBack::kSnapshot);
+    if (rocks.pendingBytes() >= kSpillBatchBytes) rocks.spillPending(copy);
+  });
   rocks.spillPending(copy);
 }
 

@@ -334,6 +334,9 @@ class CacheTable {
   static constexpr int64_t kTableOverhead = static_cast<int64_t>(sizeof(heap::ObjectTable)) + 48;
 
   void encodeList(const void* list, size_t from, std::vector<uint8_t>& out) const;
+  // Calls f(group index, slot) for every cached entry.
+  template <class F>
+  void forEachEntry(F&& f);
 
   TieredKeyedStateBackend& backend_;
   StateMetaInfo meta_;
