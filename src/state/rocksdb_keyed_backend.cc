@@ -1362,10 +1362,12 @@ class RocksDbKeyedStateBackend::CopyWithWrites {
     dbOptions_.max_open_files = 20;
     dbOptions_.skip_stats_update_on_db_open = true;
     // Its memtables are its own, small and few (kCopyWriteBuffer each, two
-    // per state): charged to the slot's write buffer manager they would
-    // make the live database flush early, and at the live database's size
-    // they would hold several more MiB while a checkpoint is written.
+    // per state), outside managed memory: charged to the slot's write
+    // buffer manager they would make the live database flush early, and at
+    // the live database's size they would hold several more MiB while a
+    // checkpoint is written.
     dbOptions_.write_buffer_manager = nullptr;
+    dbOptions_.db_write_buffer_size = 0;
     const std::string where = "the snapshot copy '" + dir_.string() + "' of " + description_;
     check(rocksdb::DB::ListColumnFamilies(dbOptions_, dir_.string(), &names_), "ListColumnFamilies",
           where);
@@ -1375,12 +1377,12 @@ class RocksDbKeyedStateBackend::CopyWithWrites {
           *resources_,
           std::make_shared<rocksdbutil::TtlFilterConfig>(metaOrName(states_, name), params_.clock),
           tuning_);
-      // No compactions: the copy lives for one snapshot. So its level-0
-      // files must never slow or stop its writes (a full memtable still
-      // waits for its flush).
+      // No compactions: the copy lives for one snapshot (its level-0
+      // files then stop no writes; a full memtable still waits for its
+      // flush). The one below merges files and must not run the TTL
+      // filter: what an entry held at the snapshot is what it holds.
       o.disable_auto_compactions = true;
-      o.level0_slowdown_writes_trigger = 1 << 30;
-      o.level0_stop_writes_trigger = 1 << 30;
+      o.compaction_filter_factory = nullptr;
       o.write_buffer_size = kCopyWriteBuffer;
       descriptors.emplace_back(name, o);
     }
@@ -1396,19 +1398,21 @@ class RocksDbKeyedStateBackend::CopyWithWrites {
     rocksdb::FlushOptions options;
     options.wait = true;
     check(db_->Flush(options, handles_), "Flush", where);
-    // The writes went through memtables that the slot's write buffer
-    // manager may have flushed early: many small level-0 files, which a
-    // backend restored from the copy would have to compact before it could
-    // write again. They become one level-0 file (or a few, at the target
-    // file size) of their own: the copy's other files are the live
-    // database's, shared with earlier checkpoints, and stay as they are.
+    // The writes went through small memtables: one level-0 file per MiB,
+    // which a backend restored from the copy would have to compact before
+    // it could write again. They become one file of their own (uncompressed
+    // as the column family says; CompactionOptions would use Snappy): the
+    // copy's other files are the live database's, shared with earlier
+    // checkpoints, and stay as they are.
+    rocksdb::CompactionOptions compaction;
+    compaction.compression = rocksdb::kDisableCompressionOption;
     for (size_t i = 0; i < handles_.size(); ++i) {
       std::vector<std::string> added;
       for (const std::string& f : level0Files(handles_[i])) {
         if (!level0[i].contains(f)) added.push_back(f);
       }
       if (added.size() < 2) continue;
-      check(db_->CompactFiles(rocksdb::CompactionOptions(), handles_[i], added, 0), "CompactFiles",
+      check(db_->CompactFiles(compaction, handles_[i], added, 0), "CompactFiles",
             what(names_[i]) + " in the snapshot copy '" + dir_.string() + "'");
     }
   }

@@ -21,6 +21,9 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <rocksdb/options.h>
+#include <rocksdb/sst_file_reader.h>
+#include <rocksdb/table_properties.h>
 
 #include <sluice/internal/keyed_state.h>
 #include <sluice/state/keyed_state_backend.h>
@@ -283,31 +286,61 @@ TEST_F(TieredBackendTest, ASnapshotHoldsTheStateAsItWasWhenTaken) {
   EXPECT_LT(shared, later->nativeSnapshot()->sstFiles.size());
 }
 
-// The changes a native snapshot adds go through its copy's memtables, which
-// the slot's small write buffers (16 MiB of managed memory here) flush many
-// times; they end up as one file per state of their own, so a backend
-// restored from the snapshot does not start with dozens of level-0 files
-// to compact before it may write.
+// The changes a native snapshot adds go through its copy's small
+// memtables, flushed once per MiB; they end up as one uncompressed file of
+// their own per state (the tiered backend's tuning), so a backend restored
+// from the snapshot does not start with dozens of level-0 files to compact
+// before it may write, and the files the copy shares with RocksDB (here
+// level-0 files from an earlier checkpoint's flush) stay the same files.
 TEST_F(TieredBackendTest, ANativeSnapshotAddsOneFilePerStateForItsChanges) {
-  auto backend = make(StateBackendType::kTiered, 256 << 20);  // all cached and dirty
+  auto backend = make(StateBackendType::kTiered, 256 << 20);  // all cached
   auto& value =
       getOrCreateValueState<VoidNamespace>(*backend, ValueStateDescriptor<std::string>("v"));
-  constexpr int64_t kKeys = 40'000;  // 20 MB of values
-  for (int64_t key = 0; key < kKeys; ++key) {
-    setKey(*backend, key);
-    value.update(text(key, 0, 500));
+  auto fill = [&](int64_t from, int64_t to, int64_t version) {
+    for (int64_t key = from; key < to; ++key) {
+      setKey(*backend, key);
+      value.update(text(key, version, 500));
+    }
+  };
+  fill(0, 10'000, 0);
+  tiered(*backend).flush();  // into RocksDB's memtable: the next checkpoint flushes it
+  std::unique_ptr<StateSnapshotWriter> first = backend->nativeSnapshot(1);  // nothing dirty
+  fill(5'000, 45'000, 1);                                                   // 20 MB of dirty values
+  EXPECT_EQ(tiered(*backend).cacheStats().writeBacks, 10'000);
+  std::unique_ptr<StateSnapshotWriter> second = backend->nativeSnapshot(2);
+
+  const NativeKeyedSnapshot& a = *first->nativeSnapshot();
+  const NativeKeyedSnapshot& b = *second->nativeSnapshot();
+  ASSERT_GE(a.sstFiles.size(), 1u);
+  ASSERT_EQ(b.sstFiles.size(), a.sstFiles.size() + 1);
+  auto bytesOf = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  std::map<std::string, std::string> shared;  // id -> the first snapshot's file
+  for (const auto& f : a.sstFiles) shared[f.uniqueId] = a.directory + "/" + f.fileName;
+  std::string added;
+  for (const auto& f : b.sstFiles) {
+    auto it = shared.find(f.uniqueId);
+    if (it != shared.end()) {
+      EXPECT_EQ(bytesOf(b.directory + "/" + f.fileName), bytesOf(it->second)) << f.fileName;
+    } else {
+      EXPECT_TRUE(added.empty()) << "a second new file: " << f.fileName;
+      added = b.directory + "/" + f.fileName;
+    }
   }
-  EXPECT_EQ(tiered(*backend).cacheStats().writeBacks, 0);
-  std::unique_ptr<StateSnapshotWriter> snapshot = backend->nativeSnapshot(1);
-  // RocksDB itself holds nothing: every SST file is the copy's.
-  EXPECT_EQ(snapshot->nativeSnapshot()->sstFiles.size(), 1u);
+  ASSERT_FALSE(added.empty());
+  rocksdb::Options options;
+  rocksdb::SstFileReader reader(options);
+  ASSERT_TRUE(reader.Open(added).ok());
+  EXPECT_EQ(reader.GetTableProperties()->compression_name, "NoCompression");
 
   auto restored = make(StateBackendType::kRocksDb, 0);
-  restored->restoreNative({handleOf(*snapshot)});
+  restored->restoreNative({handleOf(*second)});
   auto& v = getOrCreateValueState<VoidNamespace>(*restored, ValueStateDescriptor<std::string>("v"));
-  for (int64_t key = 0; key < kKeys; key += 97) {
+  for (int64_t key = 0; key < 45'000; key += 97) {
     setKey(*restored, key);
-    ASSERT_EQ(v.value(), text(key, 0, 500)) << "key " << key;
+    ASSERT_EQ(v.value(), text(key, key < 5'000 ? 0 : 1, 500)) << "key " << key;
   }
 }
 
@@ -694,7 +727,7 @@ TEST_F(TieredBackendTest, AFullDiskWhileASnapshotIsWrittenFailsThatSnapshotOnly)
 TEST_F(TieredBackendTest, AFullDiskWhileASnapshotIsTakenLeavesTheBackendAsItWas) {
   auto backend = make(StateBackendType::kTiered, 32 << 20);
   RandomWorkload workload(*backend, 20'000, 9);
-  workload.run(80'000);  // more than 4 MiB of changes: several batches
+  workload.run(80'000);  // several MiB of changes: several chunks
   EXPECT_EQ(tiered(*backend).cacheStats().evictions, 0);
   const uint64_t sequence = tiered(*backend).rocksDb().latestSequenceNumber();
   {
