@@ -369,6 +369,17 @@ void CacheTable::flush() {
   });
 }
 
+bool CacheTable::anyDirty() const {
+  for (const auto& t : groups_) {
+    if (t == nullptr) continue;
+    for (size_t i = 0; i < t->capacity(); ++i) {
+      char* slot = t->slotAt(i);
+      if (slot != nullptr && (CachedType::header(entry(slot)).flags & kDirty) != 0) return true;
+    }
+  }
+  return false;
+}
+
 void CacheTable::collectForSnapshot(RocksDbKeyedStateBackend::CopyWithWrites& copy) {
   RocksDbKeyedStateBackend& rocks = backend_.rocksDb();
   forEachEntry([&](size_t g, char* slot) {
@@ -652,11 +663,25 @@ std::shared_ptr<RocksDbKeyedStateBackend::CopyWithWrites> TieredKeyedStateBacken
   return copy;
 }
 
+bool TieredKeyedStateBackend::anyDirty() const {
+  for (const auto& t : tables_) {
+    if (t->anyDirty()) return true;
+  }
+  return false;
+}
+
+// With nothing dirty, RocksDB's own snapshot is the whole state: a canonical
+// one then needs no staging checkpoint (whose memtable flush would stop the
+// task) and a native one no copy to open on the I/O thread.
 std::unique_ptr<KeyedStateSnapshot> TieredKeyedStateBackend::snapshot() {
+  rocks_->writePending();
+  if (!anyDirty()) return rocks_->snapshot();
   return rocks_->snapshotWith(withDirtyEntries(false, 0));
 }
 
 std::unique_ptr<StateSnapshotWriter> TieredKeyedStateBackend::nativeSnapshot(int64_t checkpointId) {
+  rocks_->writePending();
+  if (!anyDirty()) return rocks_->nativeSnapshot(checkpointId);
   return rocks_->nativeSnapshotWith(withDirtyEntries(true, checkpointId));
 }
 

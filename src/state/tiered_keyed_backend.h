@@ -312,6 +312,8 @@ class CacheTable {
   // Appends the changes of every dirty entry to `copy`'s writes, a batch
   // at a time (WriteBack::kSnapshot); changes nothing.
   void collectForSnapshot(RocksDbKeyedStateBackend::CopyWithWrites& copy);
+  // Whether any entry is dirty (stops at the first).
+  bool anyDirty() const;
 
   // A storage's pinned group (SIZE_MAX: none), registered while it lives.
   void addPin(const size_t* pin) { pins_.push_back(pin); }
@@ -442,6 +444,8 @@ class TieredKeyedStateBackend final : public KeyedStateBackend {
   std::string& readBuffer() { return readBuf_; }
 
  private:
+  // Whether any cached entry is dirty.
+  bool anyDirty() const;
   // A staging copy of RocksDB (for a native snapshot of `checkpointId`
   // when `native`) with the changes of every dirty entry to add to it; the
   // entries stay dirty. What eviction collected is written to RocksDB first.

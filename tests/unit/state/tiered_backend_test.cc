@@ -745,6 +745,15 @@ TEST_F(TieredBackendTest, AFullDiskWhileASnapshotIsTakenLeavesTheBackendAsItWas)
   workload.checkAll(*restored, workload.model());
   tiered(*backend).evictAll();
   workload.checkAll(*backend, workload.model());
+
+  // Nothing dirty now: the snapshot is RocksDB's own, and complete.
+  std::ostringstream out;
+  backend->snapshot()->writeTo(out);
+  auto fromCanonical = make(StateBackendType::kHashMap, 0);
+  CanonicalSnapshotReader reader =
+      CanonicalSnapshotReader::fromBytes(std::make_shared<const std::string>(out.str()));
+  fromCanonical->restore({&reader});
+  workload.checkAll(*fromCanonical, workload.model());
 }
 
 TEST_F(TieredBackendTest, ABudgetOfZeroIsRefused) {
