@@ -567,6 +567,36 @@ struct SnapshotState {
   std::string what;
 };
 
+// Read options for a scan of the keys of key groups [range.start, range.end]
+// (as of `snapshot`, or now when null) that does not fill the block cache.
+// It owns the bounds, so it stays where it was made.
+class KeyGroupScan {
+ public:
+  KeyGroupScan(const KeyGroupRange& range, const rocksdb::Snapshot* snapshot)
+      : lower_(keyGroupPrefix(range.startKeyGroup)),
+        upper_(keyGroupPrefix(range.endKeyGroup + 1)),
+        lowerSlice_(slice(lower_)),
+        upperSlice_(slice(upper_)) {
+    options_.snapshot = snapshot;
+    options_.fill_cache = false;
+    options_.iterate_lower_bound = &lowerSlice_;
+    options_.iterate_upper_bound = &upperSlice_;
+  }
+  KeyGroupScan(const KeyGroupScan&) = delete;
+  KeyGroupScan& operator=(const KeyGroupScan&) = delete;
+
+  const rocksdb::ReadOptions& options() const { return options_; }
+  // Where the scan starts.
+  const rocksdb::Slice& first() const { return lowerSlice_; }
+
+ private:
+  std::string lower_;
+  std::string upper_;
+  rocksdb::Slice lowerSlice_;
+  rocksdb::Slice upperSlice_;
+  rocksdb::ReadOptions options_;
+};
+
 // Writes the canonical snapshot of `states` in `db` (as of `snapshot`, or
 // now when null) to `out`. With ttlCleanupFullSnapshot, expired entries are
 // left out.
@@ -580,23 +610,15 @@ KeyedSnapshotInfo writeCanonical(rocksdb::DB& db, const rocksdb::Snapshot* snaps
                                  std::move(metas));
   const int64_t now = params.clock->currentTimeMillis();
 
-  const std::string lower = keyGroupPrefix(range.startKeyGroup);
-  const std::string upper = keyGroupPrefix(range.endKeyGroup + 1);
-  const rocksdb::Slice lowerSlice = slice(lower);
-  const rocksdb::Slice upperSlice = slice(upper);
-  rocksdb::ReadOptions options;
-  options.snapshot = snapshot;
-  options.fill_cache = false;
-  options.iterate_lower_bound = &lowerSlice;
-  options.iterate_upper_bound = &upperSlice;
+  const KeyGroupScan scan(range, snapshot);
 
   // One iterator per state, advanced key group by key group, so each
   // column family is scanned once.
   std::vector<std::unique_ptr<rocksdb::Iterator>> iterators;
   if (range.numberOfKeyGroups() > 0) {
     for (const SnapshotState& s : states) {
-      iterators.emplace_back(db.NewIterator(options, s.handle));
-      iterators.back()->Seek(lowerSlice);
+      iterators.emplace_back(db.NewIterator(scan.options(), s.handle));
+      iterators.back()->Seek(scan.first());
     }
   }
   std::string kept;
@@ -1119,21 +1141,14 @@ void RocksDbKeyedStateBackend::restoreIncremental(
     source_db.db.reset(raw);
     check(s, "OpenForReadOnly", source);
 
-    const std::string lower = keyGroupPrefix(part.startKeyGroup);
-    const std::string upper = keyGroupPrefix(part.endKeyGroup + 1);
-    const rocksdb::Slice lowerSlice = slice(lower);
-    const rocksdb::Slice upperSlice = slice(upper);
-    rocksdb::ReadOptions options;
-    options.fill_cache = false;
-    options.iterate_lower_bound = &lowerSlice;
-    options.iterate_upper_bound = &upperSlice;
+    const KeyGroupScan scan(part, nullptr);
     for (size_t i = 0; i < names.size(); ++i) {
       auto meta = restoredMeta_.find(names[i]);
       if (meta == restoredMeta_.end()) continue;  // "default" without a state
       ColumnFamily& target = columnFamily(meta->second);
       std::unique_ptr<rocksdb::Iterator> it(
-          source_db.db->NewIterator(options, source_db.handles[i]));
-      for (it->Seek(lowerSlice); it->Valid(); it->Next()) {
+          source_db.db->NewIterator(scan.options(), source_db.handles[i]));
+      for (it->Seek(scan.first()); it->Valid(); it->Next()) {
         writer.put(target.handle, view(it->key()), view(it->value()));
       }
       check(it->status(), "iteration", source);

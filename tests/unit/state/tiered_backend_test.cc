@@ -53,6 +53,16 @@ class TieredBackendTest : public ::testing::Test {
   static TieredKeyedStateBackend& tiered(KeyedStateBackend& backend) {
     return dynamic_cast<TieredKeyedStateBackend&>(backend);
   }
+  // A hashmap backend restored from `snapshot`, written now.
+  std::unique_ptr<KeyedStateBackend> restoredFrom(KeyedStateSnapshot& snapshot) {
+    std::ostringstream out;
+    snapshot.writeTo(out);
+    auto restored = make(StateBackendType::kHashMap, 0);
+    CanonicalSnapshotReader reader =
+        CanonicalSnapshotReader::fromBytes(std::make_shared<const std::string>(out.str()));
+    restored->restore({&reader});
+    return restored;
+  }
 
   TempDir dir_{"tiered"};
 };
@@ -206,13 +216,7 @@ TEST_F(TieredBackendTest, EvictsWithinTheBudgetAndMatchesAModel) {
   workload.checkAll(*backend, workload.model());
   EXPECT_LE(tiered(*backend).cacheStats().peakUsedBytes, kBudget);
 
-  std::ostringstream out;
-  backend->snapshot()->writeTo(out);
-  auto restored = make(StateBackendType::kHashMap, 0);
-  CanonicalSnapshotReader reader =
-      CanonicalSnapshotReader::fromBytes(std::make_shared<const std::string>(out.str()));
-  restored->restore({&reader});
-  workload.checkAll(*restored, workload.model());
+  workload.checkAll(*restoredFrom(*backend->snapshot()), workload.model());
 }
 
 // A native snapshot's handle, as a restore gets it; the writer's files are
@@ -248,13 +252,7 @@ TEST_F(TieredBackendTest, ASnapshotHoldsTheStateAsItWasWhenTaken) {
   EXPECT_GT(tiered(*backend).cacheStats().writeBacks, after.writeBacks + 5'000);
   workload.checkAll(*backend, workload.model());
 
-  std::ostringstream out;
-  canonical->writeTo(out);
-  auto restored = make(StateBackendType::kHashMap, 0);
-  CanonicalSnapshotReader reader =
-      CanonicalSnapshotReader::fromBytes(std::make_shared<const std::string>(out.str()));
-  restored->restore({&reader});
-  workload.checkAll(*restored, taken);
+  workload.checkAll(*restoredFrom(*canonical), taken);
   for (StateBackendType into : {StateBackendType::kTiered, StateBackendType::kRocksDb}) {
     SCOPED_TRACE(stateBackendTypeName(into));
     auto b = make(into, 64 << 10);
@@ -747,13 +745,7 @@ TEST_F(TieredBackendTest, AFullDiskWhileASnapshotIsTakenLeavesTheBackendAsItWas)
   workload.checkAll(*backend, workload.model());
 
   // Nothing dirty now: the snapshot is RocksDB's own, and complete.
-  std::ostringstream out;
-  backend->snapshot()->writeTo(out);
-  auto fromCanonical = make(StateBackendType::kHashMap, 0);
-  CanonicalSnapshotReader reader =
-      CanonicalSnapshotReader::fromBytes(std::make_shared<const std::string>(out.str()));
-  fromCanonical->restore({&reader});
-  workload.checkAll(*fromCanonical, workload.model());
+  workload.checkAll(*restoredFrom(*backend->snapshot()), workload.model());
 }
 
 TEST_F(TieredBackendTest, ABudgetOfZeroIsRefused) {
