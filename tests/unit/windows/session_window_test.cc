@@ -176,14 +176,11 @@ TEST(SessionWindowTest, TakesOverTheGeneralOperatorsSessions) {
     for (size_t i = 0; i < cut; ++i) straight.step(steps[i]);
     straight.take();
     const auto expected = feed(straight, steps, cut);
-    for (int parallelism : {1, 2}) {
-      SCOPED_TRACE("restored at parallelism " + std::to_string(parallelism));
-      Subtasks<Out> general(windowOperator<Out>(shape, false), 1, nullptr);
-      for (size_t i = 0; i < cut; ++i) general.step(steps[i]);
-      const auto restores = testing::redistribute(general.snapshot(), parallelism);
-      Subtasks<Out> sessions(windowOperator<Out>(shape, true), parallelism, &restores);
-      EXPECT_EQ(feed(sessions, steps, cut), expected);
-    }
+    Subtasks<Out> general(windowOperator<Out>(shape, false), 1, nullptr);
+    for (size_t i = 0; i < cut; ++i) general.step(steps[i]);
+    expectRestoredAtOneAndTwo<Out>(
+        windowOperator<Out>(shape, true), general.snapshot(),
+        [&](Subtasks<Out>& sessions) { return feed(sessions, steps, cut); }, expected);
     if (::testing::Test::HasFailure()) return;
   }
 }
@@ -208,12 +205,9 @@ TEST(SessionWindowTest, ASnapshotWrittenLaterHoldsTheSessionsItWasTakenWith) {
     straight.harnesses.clear();  // and is gone (the copy must not point into it)
     const std::vector<testing::CapturedSnapshot> written{
         test::writeOnAnotherThread(std::move(taken))};
-    for (int parallelism : {1, 2}) {
-      SCOPED_TRACE("restored at parallelism " + std::to_string(parallelism));
-      const auto restores = testing::redistribute(written, parallelism);
-      Subtasks<Out> restored(windowOperator<Out>(shape, true), parallelism, &restores);
-      EXPECT_EQ(feed(restored, steps, cut), expected);
-    }
+    expectRestoredAtOneAndTwo<Out>(
+        windowOperator<Out>(shape, true), written,
+        [&](Subtasks<Out>& restored) { return feed(restored, steps, cut); }, expected);
     if (::testing::Test::HasFailure()) return;
   }
 }

@@ -318,6 +318,13 @@ void feedAfter(Subtasks<Out>& op, std::vector<std::string>& out) {
   for (auto& l : op.take()) out.push_back(l);
 }
 
+// What feedAfter emits.
+std::vector<std::string> fedAfter(Subtasks<Out>& op) {
+  std::vector<std::string> out;
+  feedAfter(op, out);
+  return out;
+}
+
 // What feedAfter emits when the operator ran straight through (one subtask,
 // no snapshot), the general one or the sliced one.
 std::vector<std::string> straightThrough(const Shape& shape, bool slicing) {
@@ -334,17 +341,11 @@ TEST(SlicedWindowTest, TakesOverTheGeneralOperatorsTumblingWindows) {
   const std::vector<std::string> expected = straightThrough(shape, false);
   ASSERT_FALSE(expected.empty());
 
-  for (int parallelism : {1, 2}) {
-    SCOPED_TRACE("restored at parallelism " + std::to_string(parallelism));
-    Subtasks<Out> general(windowOperator<Out>(shape, false), 1, nullptr);
-    feedBefore(general);
-    general.take();
-    const auto restores = testing::redistribute(general.snapshot(), parallelism);
-    Subtasks<Out> sliced(windowOperator<Out>(shape, true), parallelism, &restores);
-    std::vector<std::string> actual;
-    feedAfter(sliced, actual);
-    EXPECT_EQ(actual, expected);
-  }
+  Subtasks<Out> general(windowOperator<Out>(shape, false), 1, nullptr);
+  feedBefore(general);
+  general.take();
+  expectRestoredAtOneAndTwo<Out>(windowOperator<Out>(shape, true), general.snapshot(), fedAfter,
+                                 expected);
 }
 
 // Checkpoints one after another on one operator: the slices the first wrote
@@ -359,27 +360,20 @@ TEST(SlicedWindowTest, EachOfSeveralCheckpointsHoldsEverySlice) {
     const std::vector<std::string> expected = straightThrough(shape, true);
     ASSERT_FALSE(expected.empty());
 
-    for (int parallelism : {1, 2}) {
-      SCOPED_TRACE("restored at parallelism " + std::to_string(parallelism));
-      Subtasks<Out> first(windowOperator<Out>(shape, true), 1, nullptr);
-      Harness<Out>& h = *first.harnesses[0];
-      first.element({"a", 1}, 3);
-      first.element({"b", 2}, 7);
-      (void)h.snapshot(1);
-      h.notifyCheckpointComplete(1);
-      first.element({"a", 4}, 12);
-      first.element({"c", 8}, 15);
-      first.watermark(10);
-      (void)h.snapshot(2);  // before 2 completes, 3 is taken
-      std::vector<testing::CapturedSnapshot> third{h.snapshot(3)};
-      h.notifyCheckpointComplete(3);
-      first.take();
-      const auto restores = testing::redistribute(third, parallelism);
-      Subtasks<Out> restored(windowOperator<Out>(shape, true), parallelism, &restores);
-      std::vector<std::string> actual;
-      feedAfter(restored, actual);
-      EXPECT_EQ(actual, expected);
-    }
+    Subtasks<Out> first(windowOperator<Out>(shape, true), 1, nullptr);
+    Harness<Out>& h = *first.harnesses[0];
+    first.element({"a", 1}, 3);
+    first.element({"b", 2}, 7);
+    (void)h.snapshot(1);
+    h.notifyCheckpointComplete(1);
+    first.element({"a", 4}, 12);
+    first.element({"c", 8}, 15);
+    first.watermark(10);
+    (void)h.snapshot(2);  // before 2 completes, 3 is taken
+    std::vector<testing::CapturedSnapshot> third{h.snapshot(3)};
+    h.notifyCheckpointComplete(3);
+    first.take();
+    expectRestoredAtOneAndTwo<Out>(windowOperator<Out>(shape, true), third, fedAfter, expected);
   }
 }
 
@@ -410,15 +404,7 @@ TEST(SlicedWindowTest, ASnapshotWrittenLaterHoldsTheSlicesItWasTakenWith) {
     first.harnesses.clear();
     const std::vector<testing::CapturedSnapshot> written{
         test::writeOnAnotherThread(std::move(taken))};
-
-    for (int parallelism : {1, 2}) {
-      SCOPED_TRACE("restored at parallelism " + std::to_string(parallelism));
-      const auto restores = testing::redistribute(written, parallelism);
-      Subtasks<Out> restored(windowOperator<Out>(shape, true), parallelism, &restores);
-      std::vector<std::string> actual;
-      feedAfter(restored, actual);
-      EXPECT_EQ(actual, expected);
-    }
+    expectRestoredAtOneAndTwo<Out>(windowOperator<Out>(shape, true), written, fedAfter, expected);
   }
 }
 

@@ -223,6 +223,20 @@ struct Subtasks {
   }
 };
 
+// Restores `snapshots` into `factory`'s operator at parallelism 1 and at 2
+// and expects `run(restored subtasks)` to give `expected` at each.
+template <class OUT, class Run, class Expected>
+void expectRestoredAtOneAndTwo(const std::shared_ptr<const OperatorFactory>& factory,
+                               const std::vector<testing::CapturedSnapshot>& snapshots, Run&& run,
+                               const Expected& expected) {
+  for (int parallelism : {1, 2}) {
+    SCOPED_TRACE("restored at parallelism " + std::to_string(parallelism));
+    const auto restores = testing::redistribute(snapshots, parallelism);
+    Subtasks<OUT> restored(factory, parallelism, &restores);
+    EXPECT_EQ(run(restored), expected);
+  }
+}
+
 // What `f` threw, or "(no error)".
 template <class F>
 std::string errorOf(F&& f) {
