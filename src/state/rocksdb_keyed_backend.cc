@@ -234,6 +234,7 @@ rocksdbutil::ColumnFamilyTuning cfTuning(const RocksDbKeyedStateBackend::Tuning&
   c.memtableBloomFilter = t.memtableBloomFilter;
   c.uncompressed = t.uncompressed;
   c.level0CompactionTrigger = t.level0CompactionTrigger;
+  c.memtableInsertHints = t.memtableInsertHints;
   return c;
 }
 

@@ -102,6 +102,11 @@ class RocksDbKeyedStateBackend final : public KeyedStateBackend {
     // compaction rewrites all of level 1, and the block cache's copies of
     // its blocks go stale with it: fewer, larger compactions keep it warm.
     int level0CompactionTrigger = 0;
+    // Memtable inserts start from where the last insert of the same key
+    // group stopped (RocksDB's insert hints, the key group as the prefix).
+    // Write-backs come as batches sorted by key, so each insert lands next
+    // to the one before instead of searching the skip list from its top.
+    bool memtableInsertHints = false;
   };
 
   // Creates the working directory and opens an empty database in it. Throws

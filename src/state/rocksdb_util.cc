@@ -29,6 +29,7 @@
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/listener.h>
 #include <rocksdb/merge_operator.h>
+#include <rocksdb/slice_transform.h>
 #include <rocksdb/table.h>
 
 #include <sluice/state/keyed_state_backend.h>
@@ -463,6 +464,10 @@ rocksdb::ColumnFamilyOptions makeColumnFamilyOptions(const RocksDbSharedResource
   if (tuning.uncompressed) options.compression = rocksdb::kNoCompression;
   if (tuning.level0CompactionTrigger > 0) {
     options.level0_file_num_compaction_trigger = tuning.level0CompactionTrigger;
+  }
+  if (tuning.memtableInsertHints) {
+    options.memtable_insert_with_hint_prefix_extractor.reset(
+        rocksdb::NewFixedPrefixTransform(keyGroupPrefix(0).size()));
   }
   if (tuning.memtableBloomFilter) {
     // 5% of the memtable's size for the filter (RocksDB caps the ratio at

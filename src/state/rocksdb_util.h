@@ -168,6 +168,8 @@ struct ColumnFamilyTuning {
   bool uncompressed = false;
   // Level-0 files that start a compaction into level 1; 0: RocksDB's (4).
   int level0CompactionTrigger = 0;
+  // A memtable insert hint per key group (the keys' 2-byte prefix).
+  bool memtableInsertHints = false;
 };
 
 // The options of one column family: the shared cache with bloom filters and

@@ -416,6 +416,7 @@ TieredKeyedStateBackend::TieredKeyedStateBackend(KeyedBackendParams params)
   // budget +30%; uniform keys, where nearly every access misses, unchanged;
   // more L0 files to look through cost more than that beyond 8.
   tuning.level0CompactionTrigger = 8;
+  tuning.memtableInsertHints = true;
   rocks_ = std::make_unique<RocksDbKeyedStateBackend>(std::move(params), tuning);
 }
 
