@@ -12,8 +12,8 @@
 // rocksdb backend's layout: one column family per state, keys [key group |
 // key | namespace (| user key)], values in snapshot.h's bytes, except that
 // its SST files are uncompressed and its memtables have bloom filters and
-// insert hints per key group (RocksDbKeyedStateBackend::Tuning). RocksDB is the truth for every entry
-// the cache does not hold or holds clean.
+// insert hints per key group (RocksDbKeyedStateBackend::Tuning). RocksDB is
+// the truth for every entry the cache does not hold or holds clean.
 //
 // Reads. An access finds its entry in the cache (a hit costs what the
 // hashmap backend's access costs, plus counting the use) or loads it from
