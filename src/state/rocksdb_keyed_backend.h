@@ -104,8 +104,9 @@ class RocksDbKeyedStateBackend final : public KeyedStateBackend {
     int level0CompactionTrigger = 0;
     // Memtable inserts start from where the last insert of the same key
     // group stopped (RocksDB's insert hints, the key group as the prefix).
-    // Write-backs come as batches sorted by key, so each insert lands next
-    // to the one before instead of searching the skip list from its top.
+    // Write-backs come as batches sorted by key, so each insert lands near
+    // the one before; without a hint, RocksDB searches the skip list from
+    // its top whenever another key lies between the two.
     bool memtableInsertHints = false;
   };
 
