@@ -106,7 +106,11 @@ class RocksDbKeyedStateBackend final : public KeyedStateBackend {
     // group stopped (RocksDB's insert hints, the key group as the prefix).
     // Write-backs come as batches sorted by key, so each insert lands near
     // the one before; without a hint, RocksDB searches the skip list from
-    // its top whenever another key lies between the two.
+    // its top whenever another key lies between the two. Off when the
+    // backend's key groups' hints would take more than 1/32 of a memtable;
+    // a memtable that takes a range deletion is flushed right after it
+    // (rescaling), since RocksDB 7.8 shares hints between point keys and
+    // range deletions.
     bool memtableInsertHints = false;
   };
 
