@@ -367,9 +367,9 @@ RocksDbKeyedStateBackend::RocksDbKeyedStateBackend(KeyedBackendParams params, Tu
   rocksdbutil::removeAbandonedWorkingDirectoriesOnce(base);
   const std::string dbPath =
       (fs::path(impl_->workDirPath) / ("db-" + std::to_string(impl_->generation))).string();
-  impl_->database = openDatabase(dbPath, false, {}, impl_->resources, impl_->workDir, p.clock,
-                                 impl_->description, cfTuning(impl_->tuning),
-                                 impl_->columnFamilies);
+  impl_->database =
+      openDatabase(dbPath, false, {}, impl_->resources, impl_->workDir, p.clock, impl_->description,
+                   cfTuning(impl_->tuning), impl_->columnFamilies);
 }
 
 RocksDbKeyedStateBackend::~RocksDbKeyedStateBackend() { dispose(); }
@@ -1113,10 +1113,9 @@ void RocksDbKeyedStateBackend::restoreIncremental(
     impl_->database = std::move(database);
     impl_->columnFamilies = std::move(columnFamilies);
     rocksdb::DB* db = impl_->database->db.get();
-    bool deletedRanges = false;
+    const bool deletedRanges = m.keyGroupRange.startKeyGroup < ours.startKeyGroup ||
+                               m.keyGroupRange.endKeyGroup > ours.endKeyGroup;
     for (const auto& [name, cf] : impl_->columnFamilies) {
-      deletedRanges = deletedRanges || m.keyGroupRange.startKeyGroup < ours.startKeyGroup ||
-                      m.keyGroupRange.endKeyGroup > ours.endKeyGroup;
       if (m.keyGroupRange.startKeyGroup < ours.startKeyGroup) {
         check(db->DeleteRange(impl_->writeOptions, cf->handle, slice(kBeginOfKeys),
                               slice(keyGroupPrefix(ours.startKeyGroup))),
