@@ -195,9 +195,11 @@ constexpr int32_t murmurHash(int32_t code) {
   h ^= h >> 13;
   h *= 0xc2b2ae35u;
   h ^= h >> 16;
-  const auto s = static_cast<int32_t>(h);
-  if (s >= 0) return s;
-  return s == INT32_MIN ? 0 : -s;
+  // |h| as a Java int, INT32_MIN becoming 0, without a branch: the sign
+  // is a coin toss per key, so a branch would mispredict on every other
+  // record of a keyBy.
+  const uint32_t negative = 0u - (h >> 31);  // all ones when h < 0
+  return static_cast<int32_t>(((h ^ negative) - negative) & 0x7fffffffu);
 }
 
 // Throw SluiceException unless 1 <= maxParallelism <= kUpperBoundMaxParallelism.

@@ -409,6 +409,44 @@ TEST(KeyHashTest, MurmurHashIsNonNegative) {
   static_assert(murmurHash(1) == 68075478);  // also usable at compile time
 }
 
+// Flink's MathUtils.murmurHash ends with `h >= 0 ? h : h != MIN_VALUE ? -h :
+// 0`; Sluice's takes the absolute value without a branch. Both agree on
+// codes whose mixed hash has either sign, and on the one code whose mixed
+// hash is MIN_VALUE.
+TEST(KeyHashTest, MurmurHashMatchesFlinksFinalStep) {
+  auto mixed = [](int32_t code) {
+    auto rotl = [](uint32_t x, int r) { return (x << r) | (x >> (32 - r)); };
+    uint32_t h = static_cast<uint32_t>(code) * 0xcc9e2d51u;
+    h = rotl(h, 15) * 0x1b873593u;
+    h = rotl(h, 13) * 5 + 0xe6546b64u;
+    h ^= 4;
+    h ^= h >> 16;
+    h *= 0x85ebca6bu;
+    h ^= h >> 13;
+    h *= 0xc2b2ae35u;
+    h ^= h >> 16;
+    return static_cast<int32_t>(h);
+  };
+  auto flink = [&](int32_t code) {
+    const int32_t h = mixed(code);
+    if (h >= 0) return h;
+    return h != INT32_MIN ? -h : 0;
+  };
+  int negative = 0;
+  for (int64_t i = -200'000; i <= 200'000; ++i) {
+    const auto code = static_cast<int32_t>(i * 10'007);
+    ASSERT_EQ(murmurHash(code), flink(code)) << code;
+    negative += mixed(code) < 0 ? 1 : 0;
+  }
+  EXPECT_GT(negative, 150'000);  // about half of the 400,001 codes
+  EXPECT_EQ(mixed(-2089875627), INT32_MIN);
+  EXPECT_EQ(murmurHash(-2089875627), 0);
+  EXPECT_EQ(mixed(-1035494534), 0);
+  EXPECT_EQ(murmurHash(-1035494534), 0);
+  EXPECT_EQ(murmurHash(INT32_MIN), flink(INT32_MIN));
+  EXPECT_EQ(murmurHash(INT32_MAX), flink(INT32_MAX));
+}
+
 void expectThrowsWith(const std::function<void()>& f, const std::string& fragment) {
   try {
     f();
