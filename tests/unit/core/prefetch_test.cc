@@ -43,7 +43,7 @@ TEST(PrefetchTest, PrefetchOfAnInaccessiblePageDoesNotFault) {
   ASSERT_NE(p, MAP_FAILED);
   for (long offset = 0; offset < page; offset += 64)
     prefetchForWrite(static_cast<char*>(p) + offset);
-  // A batch's last slots prefetch past its allocation's end.
+  // Nor of memory no longer mapped.
   munmap(p, static_cast<size_t>(page));
   prefetchForWrite(p);
   SUCCEED();
