@@ -9,8 +9,8 @@
 //
 // A read prefetch (PREFETCHT0) does not do: it leaves the line shared, and
 // the store still waits for ownership. Measured on the typed exchange's
-// small records: PREFETCHW 12% faster than PREFETCHT0, which is no faster
-// than no prefetch (docs/benchmarks.md, round twenty-five).
+// batches: PREFETCHW 12% faster than PREFETCHT0, which is no faster than no
+// prefetch (docs/benchmarks.md, round twenty-five).
 #pragma once
 
 namespace sluice {

@@ -146,15 +146,12 @@ class TypedElementBatch final : public ElementBatch {
       ::new (static_cast<void*>(slots_ + constructed_)) Record();
       ++constructed_;
     }
-    // Records of a few words each are written faster than the line they go
-    // to comes from the consumer's core (which read it last): ask for it
-    // 512 bytes ahead. Larger records take long enough to write that the
-    // prefetch only costs its instruction. Not past the batch's end: the
-    // memory there may be another thread's.
-    if constexpr (sizeof(Record) <= 64) {
-      constexpr uint32_t kAhead = (512 + sizeof(Record) - 1) / sizeof(Record);
-      if (count_ + kAhead < capacity()) prefetchForWrite(slots_ + count_ + kAhead);
-    }
+    // Records are written faster than the lines they go to come from the
+    // consumer's core (which read them last): ask for the line 512 bytes
+    // ahead. Not past the batch's end: the memory there may be another
+    // thread's.
+    constexpr uint32_t kAhead = (512 + sizeof(Record) - 1) / sizeof(Record);
+    if (count_ + kAhead < capacity()) prefetchForWrite(slots_ + count_ + kAhead);
     return slots_[count_];
   }
   static uint32_t capacityFor(size_t bytes) {
