@@ -171,10 +171,12 @@ namespace internal {
 template <class T, class SplitT>
 class SourceOperatorFactory final : public OperatorFactory {
  public:
-  SourceOperatorFactory(std::shared_ptr<const Source<T, SplitT>> source, bool nonParallel)
-      : source_(std::move(source)), nonParallel_(nonParallel) {}
+  // `strategy`: null, or the timestamps and watermarks the source makes.
+  SourceOperatorFactory(std::shared_ptr<const Source<T, SplitT>> source, bool nonParallel,
+                        std::shared_ptr<const WatermarkStrategy<T>> strategy = nullptr)
+      : source_(std::move(source)), nonParallel_(nonParallel), strategy_(std::move(strategy)) {}
   std::unique_ptr<StreamOperatorBase> createOperator() const override {
-    return makeOwned<SourceOperator<T, SplitT>>(source_);
+    return makeOwned<SourceOperator<T, SplitT>>(source_, strategy_.get());
   }
   bool isSource() const override { return true; }
   std::unique_ptr<SourceCoordinatorBase> createCoordinator(
@@ -187,6 +189,7 @@ class SourceOperatorFactory final : public OperatorFactory {
  private:
   std::shared_ptr<const Source<T, SplitT>> source_;
   bool nonParallel_;
+  std::shared_ptr<const WatermarkStrategy<T>> strategy_;
 };
 
 }  // namespace internal
@@ -335,15 +338,19 @@ class StreamExecutionEnvironment {
     return addSource<T, SplitT>(std::make_shared<const S>(std::move(source)), sourceName, false);
   }
   // A source whose records get timestamps and watermarks from `strategy`
-  // (Flink's fromSource(source, watermarkStrategy, name)). The assigner runs
-  // chained right after the source, in the same subtask.
+  // (Flink's fromSource(source, watermarkStrategy, name)). As in Flink, the
+  // source operator assigns them itself: there is no Timestamps/Watermarks
+  // operator after it. Its watermarks replace any the records had.
   template <class S>
   SingleOutputStreamOperator<typename S::OutputType> fromSource(
       S source, const WatermarkStrategy<typename S::OutputType>& strategy,
       const std::string& sourceName) {
-    auto src = fromSource(std::move(source), sourceName);
-    auto out = src.assignTimestampsAndWatermarks(strategy);
-    return out;
+    using T = typename S::OutputType;
+    using SplitT = typename S::SplitType;
+    static_assert(std::is_base_of_v<Source<T, SplitT>, S>,
+                  "fromSource: S must derive from sluice::Source<T, Split>");
+    return addSource<T, SplitT>(std::make_shared<const S>(std::move(source)), sourceName, false,
+                                std::make_shared<const WatermarkStrategy<T>>(strategy));
   }
 
   // --- running -----------------------------------------------------------------
@@ -362,11 +369,12 @@ class StreamExecutionEnvironment {
 
  private:
   template <class T, class SplitT>
-  SingleOutputStreamOperator<T> addSource(std::shared_ptr<const Source<T, SplitT>> source,
-                                          const std::string& name, bool nonParallel) {
+  SingleOutputStreamOperator<T> addSource(
+      std::shared_ptr<const Source<T, SplitT>> source, const std::string& name, bool nonParallel,
+      std::shared_ptr<const WatermarkStrategy<T>> strategy = nullptr) {
     std::shared_ptr<const OperatorFactory> factory =
-        internal::makeOwned<internal::SourceOperatorFactory<T, SplitT>>(std::move(source),
-                                                                        nonParallel);
+        internal::makeOwned<internal::SourceOperatorFactory<T, SplitT>>(
+            std::move(source), nonParallel, std::move(strategy));
     int node = state_->graph.addNode("Source: " + name, factory);
     return SingleOutputStreamOperator<T>(state_, node);
   }

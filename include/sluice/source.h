@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,6 +30,7 @@
 #include <sluice/core/stream_element.h>
 #include <sluice/graph/operator.h>
 #include <sluice/state/operator_state.h>
+#include <sluice/watermarks.h>
 
 namespace sluice {
 
@@ -190,15 +192,36 @@ class SourceOperatorCore : public SourceOperatorBase, private SourceReaderContex
   std::vector<std::vector<uint8_t>> restoredSplits_;
 };
 
+// With a WatermarkStrategy (fromSource(source, strategy, name)), the source
+// assigns the records' timestamps and generates watermarks itself, as
+// Flink's SourceOperator does: one generator per subtask (not per split),
+// and no operator between the reader and the output.
 template <class T, class SplitT>
 class SourceOperator final : public SourceOperatorCore, private ReaderOutput<T> {
  public:
-  explicit SourceOperator(std::shared_ptr<const Source<T, SplitT>> source)
-      : source_(std::move(source)) {}
+  explicit SourceOperator(std::shared_ptr<const Source<T, SplitT>> source,
+                          const WatermarkStrategy<T>* strategy = nullptr)
+      : source_(std::move(source)) {
+    if (strategy != nullptr) stamper_.emplace(*strategy);
+  }
 
   void setup(OperatorContext& context, OutputBase& output) override {
     SourceOperatorCore::setup(context, output);
     output_ = &static_cast<Output<T>&>(output);
+  }
+  void open() override {
+    if (stamper_) stamper_->open(context(), *output_);
+    SourceOperatorCore::open();
+  }
+  void finish() override {
+    if (stamper_) stamper_->finish();
+  }
+  void emitMaxWatermark() override {
+    if (stamper_) {
+      stamper_->emitMaxWatermark();
+    } else {
+      SourceOperatorCore::emitMaxWatermark();
+    }
   }
 
  private:
@@ -231,30 +254,55 @@ class SourceOperator final : public SourceOperatorCore, private ReaderOutput<T> 
   }
 
   // ReaderOutput
-  void collect(const T& value) override {
-    ++emitted_;
-    record_.value = value;
-    record_.eraseTimestamp();
-    output_->collect(std::move(record_));
-  }
-  void collect(const T& value, int64_t timestamp) override {
-    ++emitted_;
-    record_.value = value;
-    record_.setTimestamp(timestamp);
-    output_->collect(std::move(record_));
-  }
+  void collect(const T& value) override { emitCopy(value, false, kMinTimestamp); }
+  void collect(const T& value, int64_t timestamp) override { emitCopy(value, true, timestamp); }
   // A value the reader is done with goes to the output as a value: into an
   // in-process batch it is moved once, not via record_.
-  void collect(T&& value) override {
-    ++emitted_;
-    output_->collectValue(std::move(value), false, kMinTimestamp, record_);
-  }
+  void collect(T&& value) override { emitValue(std::move(value), false, kMinTimestamp); }
   void collect(T&& value, int64_t timestamp) override {
+    emitValue(std::move(value), true, timestamp);
+  }
+
+  void emitCopy(const T& value, bool hasTimestamp, int64_t timestamp) {
     ++emitted_;
-    output_->collectValue(std::move(value), true, timestamp, record_);
+    record_.value = value;
+    if (!stamper_) {
+      if (hasTimestamp) {
+        record_.setTimestamp(timestamp);
+      } else {
+        record_.eraseTimestamp();
+      }
+      output_->collect(std::move(record_));
+      return;
+    }
+    const int64_t ts = stamper_->timestampOf(value, hasTimestamp ? timestamp : kMinTimestamp);
+    record_.setTimestamp(ts);
+    output_->collect(std::move(record_));
+    stamper_->onEvent(value, ts);
+  }
+  void emitValue(T&& value, bool hasTimestamp, int64_t timestamp) {
+    ++emitted_;
+    if (!stamper_) {
+      output_->collectValue(std::move(value), hasTimestamp, timestamp, record_);
+      return;
+    }
+    const int64_t ts = stamper_->timestampOf(value, hasTimestamp ? timestamp : kMinTimestamp);
+    if (stamper_->emitsOnlyPeriodically()) {
+      // The generator cannot emit here, so it may see the event first and
+      // the value move on.
+      stamper_->onEvent(value, ts);
+      output_->collectValue(std::move(value), true, ts, record_);
+      return;
+    }
+    // A watermark the generator emits for this event follows the event.
+    record_.value = value;
+    record_.setTimestamp(ts);
+    output_->collect(std::move(record_));
+    stamper_->onEvent(value, ts);
   }
 
   std::shared_ptr<const Source<T, SplitT>> source_;
+  std::optional<WatermarkStamper<T>> stamper_;  // none without a strategy
   std::unique_ptr<SourceReader<T, SplitT>> reader_;
   Output<T>* output_ = nullptr;
   StreamRecord<T> record_;

@@ -50,6 +50,11 @@ class WatermarkGenerator {
   virtual void onEvent(const T& event, int64_t eventTimestamp, WatermarkOutput& output) = 0;
   // Every auto-watermark interval. Periodic generators emit here.
   virtual void onPeriodicEmit(WatermarkOutput& output) = 0;
+  // True when onEvent() never emits (a periodic generator): a source that
+  // generates watermarks may then show the generator an event before it
+  // hands the event on, which lets it move the event instead of copying it.
+  // False by default, so a punctuated watermark always follows its event.
+  virtual bool emitsOnlyPeriodically() const { return false; }
 };
 
 // What a generator factory may use: processing time (the job's clock).
@@ -79,6 +84,7 @@ class BoundedOutOfOrdernessWatermarks : public WatermarkGenerator<T> {
   void onPeriodicEmit(WatermarkOutput& output) override {
     output.emitWatermark(Watermark{maxTimestamp_ - delay_ - 1});
   }
+  bool emitsOnlyPeriodically() const override { return true; }
 
  private:
   int64_t delay_;
@@ -98,6 +104,7 @@ class NoWatermarksGenerator final : public WatermarkGenerator<T> {
  public:
   void onEvent(const T&, int64_t, WatermarkOutput&) override {}
   void onPeriodicEmit(WatermarkOutput&) override {}
+  bool emitsOnlyPeriodically() const override { return true; }
 };
 
 // Marks the output idle when no event came for `idleTimeout` of processing
@@ -130,6 +137,7 @@ class WatermarksWithIdleness final : public WatermarkGenerator<T> {
       inner_->onPeriodicEmit(output);
     }
   }
+  bool emitsOnlyPeriodically() const override { return inner_->emitsOnlyPeriodically(); }
 
  private:
   bool checkIfIdle() {
@@ -255,81 +263,57 @@ class WatermarkStrategy {
 
 namespace internal {
 
-// Assigns timestamps and runs the watermark generator of one subtask
-// (Flink's TimestampsAndWatermarksOperator). Watermarks from upstream are
-// not forwarded, except the final maximum one.
+// The timestamp assigner and the watermark generator of one subtask, with
+// the watermarks and watermark status they produce going to `out`: what
+// Flink's TimestampsAndWatermarksOperator and its SourceOperator with a
+// WatermarkStrategy have in common. Emitted watermarks never go back.
 template <class T>
-class TimestampsAndWatermarksOperator final : public StreamOperatorBase,
-                                              public Input<T>,
-                                              private WatermarkOutput,
-                                              private WatermarkGeneratorContext {
+class WatermarkStamper final : private WatermarkOutput, private WatermarkGeneratorContext {
  public:
-  explicit TimestampsAndWatermarksOperator(WatermarkStrategy<T> strategy)
-      : strategy_(std::move(strategy)) {}
+  explicit WatermarkStamper(WatermarkStrategy<T> strategy) : strategy_(std::move(strategy)) {}
+  WatermarkStamper(const WatermarkStamper&) = delete;
+  WatermarkStamper& operator=(const WatermarkStamper&) = delete;
 
-  void setup(OperatorContext& context, OutputBase& output) override {
-    StreamOperatorBase::setup(context, output);
-    out_ = &static_cast<Output<T>&>(output);
-  }
-  int numberOfInputs() const override { return 1; }
-  void* inputPointer(int) override { return static_cast<Input<T>*>(this); }
-  bool emitsOnePerInput() const override { return true; }
-
-  void open() override {
+  // From the operator's open(): creates the generator and starts the
+  // periodic emission (pipeline.auto-watermark-interval).
+  void open(OperatorContext& context, Output<T>& out) {
+    context_ = &context;
+    out_ = &out;
     generator_ = strategy_.createWatermarkGenerator(*this);
+    periodicOnly_ = generator_->emitsOnlyPeriodically();
     ingestionTime_ = strategy_.isIngestionTime();
-    interval_ = context().configuration().get(options::kPipelineAutoWatermarkInterval).count();
+    interval_ = context.configuration().get(options::kPipelineAutoWatermarkInterval).count();
     if (interval_ > 0) schedule();
   }
-
-  void processElement(const StreamRecord<T>& r) override {
+  // The timestamp of a record holding `value`; `timestamp` is the one it
+  // has, or kMinTimestamp.
+  int64_t timestampOf(const T& value, int64_t timestamp) const {
+    if (ingestionTime_) return context_->clock().currentTimeMillis();
     const auto& assign = strategy_.timestampAssigner();
-    int64_t ts = r.hasTimestamp ? r.timestamp : kMinTimestamp;
-    if (ingestionTime_) {
-      ts = context().clock().currentTimeMillis();
-    } else if (assign) {
-      ts = assign(r.value, ts);
-    }
-    // Like Flink, stamp the record in place and pass it on rather than
-    // copying the value. Every record that reaches an operator is a mutable
-    // object of its producer (an operator's output record, a deserialized
-    // network record), and a fan-out hands the same record to its other
-    // outputs afterwards, so the old timestamp is put back.
-    auto& stamped = const_cast<StreamRecord<T>&>(r);
-    const int64_t oldTimestamp = stamped.timestamp;
-    const bool hadTimestamp = stamped.hasTimestamp;
-    stamped.setTimestamp(ts);
-    try {
-      out_->collect(stamped);
-    } catch (...) {
-      stamped.timestamp = oldTimestamp;
-      stamped.hasTimestamp = hadTimestamp;
-      throw;
-    }
-    stamped.timestamp = oldTimestamp;
-    stamped.hasTimestamp = hadTimestamp;
-    generator_->onEvent(r.value, ts, *this);
+    return assign ? assign(value, timestamp) : timestamp;
   }
-
-  void processWatermark(int, Watermark watermark) override {
-    // Only the end of input passes: it makes every window and timer fire.
-    if (watermark.timestamp == kMaxTimestamp && current_ != kMaxTimestamp) {
-      current_ = kMaxTimestamp;
-      markActive();
-      out_->emitWatermark(watermark);
-    }
+  // The generator sees an event, after (or, when emitsOnlyPeriodically(),
+  // before) it went out with its timestamp.
+  void onEvent(const T& value, int64_t timestamp) { generator_->onEvent(value, timestamp, *this); }
+  bool emitsOnlyPeriodically() const { return periodicOnly_; }
+  // The end of event time (a bounded input's end, a drain): the maximum
+  // watermark, once.
+  void emitMaxWatermark() {
+    if (current_ == kMaxTimestamp) return;
+    current_ = kMaxTimestamp;
+    markActive();
+    out_->emitWatermark(Watermark::max());
   }
-  void processWatermarkStatus(int, WatermarkStatus) override {}
-
-  void finish() override {
-    // The last periodic emission, so nothing the generator knows is lost.
+  // The operator's finish(): a last periodic emission, so nothing the
+  // generator knows is lost.
+  void finish() {
     if (generator_) generator_->onPeriodicEmit(*this);
   }
 
  private:
   void schedule() {
-    int64_t next = context().clock().currentTimeMillis() + interval_;
-    context().registerProcessingTimer(next, [this](int64_t) {
+    const int64_t next = context_->clock().currentTimeMillis() + interval_;
+    context_->registerProcessingTimer(next, [this](int64_t) {
       generator_->onPeriodicEmit(*this);
       schedule();
     });
@@ -352,17 +336,74 @@ class TimestampsAndWatermarksOperator final : public StreamOperatorBase,
     out_->emitWatermarkStatus(WatermarkStatus::kActive);
   }
   // WatermarkGeneratorContext
-  const Clock& clock() const override {
-    return const_cast<TimestampsAndWatermarksOperator*>(this)->context().clock();
-  }
+  const Clock& clock() const override { return context_->clock(); }
 
   WatermarkStrategy<T> strategy_;
   std::unique_ptr<WatermarkGenerator<T>> generator_;
+  OperatorContext* context_ = nullptr;
   Output<T>* out_ = nullptr;
   int64_t interval_ = 0;
+  bool periodicOnly_ = false;
   bool ingestionTime_ = false;
   int64_t current_ = kMinTimestamp;
   bool idle_ = false;
+};
+
+// Assigns timestamps and runs the watermark generator of one subtask
+// (Flink's TimestampsAndWatermarksOperator, which assignTimestampsAndWatermarks
+// adds). Watermarks from upstream are not forwarded, except the final
+// maximum one. A source given a strategy (fromSource(source, strategy,
+// name)) does the same itself, as Flink's does (source.h).
+template <class T>
+class TimestampsAndWatermarksOperator final : public StreamOperatorBase, public Input<T> {
+ public:
+  explicit TimestampsAndWatermarksOperator(WatermarkStrategy<T> strategy)
+      : stamper_(std::move(strategy)) {}
+
+  void setup(OperatorContext& context, OutputBase& output) override {
+    StreamOperatorBase::setup(context, output);
+    out_ = &static_cast<Output<T>&>(output);
+  }
+  int numberOfInputs() const override { return 1; }
+  void* inputPointer(int) override { return static_cast<Input<T>*>(this); }
+  bool emitsOnePerInput() const override { return true; }
+
+  void open() override { stamper_.open(context(), *out_); }
+
+  void processElement(const StreamRecord<T>& r) override {
+    const int64_t ts = stamper_.timestampOf(r.value, r.hasTimestamp ? r.timestamp : kMinTimestamp);
+    // Like Flink, stamp the record in place and pass it on rather than
+    // copying the value. Every record that reaches an operator is a mutable
+    // object of its producer (an operator's output record, a deserialized
+    // network record), and a fan-out hands the same record to its other
+    // outputs afterwards, so the old timestamp is put back.
+    auto& stamped = const_cast<StreamRecord<T>&>(r);
+    const int64_t oldTimestamp = stamped.timestamp;
+    const bool hadTimestamp = stamped.hasTimestamp;
+    stamped.setTimestamp(ts);
+    try {
+      out_->collect(stamped);
+    } catch (...) {
+      stamped.timestamp = oldTimestamp;
+      stamped.hasTimestamp = hadTimestamp;
+      throw;
+    }
+    stamped.timestamp = oldTimestamp;
+    stamped.hasTimestamp = hadTimestamp;
+    stamper_.onEvent(r.value, ts);
+  }
+
+  void processWatermark(int, Watermark watermark) override {
+    // Only the end of input passes: it makes every window and timer fire.
+    if (watermark.timestamp == kMaxTimestamp) stamper_.emitMaxWatermark();
+  }
+  void processWatermarkStatus(int, WatermarkStatus) override {}
+
+  void finish() override { stamper_.finish(); }
+
+ private:
+  WatermarkStamper<T> stamper_;
+  Output<T>* out_ = nullptr;
 };
 
 }  // namespace internal

@@ -144,7 +144,7 @@ InputStatus SourceOperatorCore::emitNext() {
     if (s == InputStatus::kMoreAvailable) continue;
     // A bounded input's end: every event-time window and timer downstream
     // must fire, as in Flink.
-    if (s == InputStatus::kEndOfInput) outputBase().emitWatermark(Watermark::max());
+    if (s == InputStatus::kEndOfInput) emitMaxWatermark();
     return s;
   }
   return InputStatus::kMoreAvailable;

@@ -24,7 +24,7 @@ void SourceInputProcessor::triggerCheckpoint(const CheckpointBarrier& barrier,
   // An overtaken trigger is declined: a drain must not have ended event
   // time, nor a stop have stopped the source, for it.
   const bool overtaken = handler_.checkpointOvertaken(barrier.id);
-  if (options.drain && !overtaken) output_.emitWatermark(Watermark::max());
+  if (options.drain && !overtaken) source_.emitMaxWatermark();
   handler_.performCheckpoint(barrier, options);
   if (options.terminate && !overtaken) stopped_ = true;
 }

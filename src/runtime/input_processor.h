@@ -85,8 +85,8 @@ class InputProcessor {
 
 class SourceInputProcessor final : public InputProcessor {
  public:
-  SourceInputProcessor(SourceOperatorBase& source, OutputBase& output, CheckpointHandler& handler)
-      : source_(source), output_(output), handler_(handler) {}
+  SourceInputProcessor(SourceOperatorBase& source, CheckpointHandler& handler)
+      : source_(source), handler_(handler) {}
 
   InputStatus processInput() override;
   void triggerCheckpoint(const CheckpointBarrier& barrier,
@@ -97,7 +97,6 @@ class SourceInputProcessor final : public InputProcessor {
 
  private:
   SourceOperatorBase& source_;
-  OutputBase& output_;
   CheckpointHandler& handler_;
   bool stopped_ = false;  // a stop-with-savepoint barrier was emitted
 };

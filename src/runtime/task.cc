@@ -202,8 +202,8 @@ TaskResult Task::run() {
     chain_->initializeAndOpen(restore_);
     restore_.clear();  // restored state may be large; the operators hold it now
     if (auto* source = dynamic_cast<SourceOperatorBase*>(&chain_->head())) {
-      auto p = std::make_unique<SourceInputProcessor>(*source, chain_->headOutput(),
-                                                      static_cast<CheckpointHandler&>(*this));
+      auto p =
+          std::make_unique<SourceInputProcessor>(*source, static_cast<CheckpointHandler&>(*this));
       source_ = p.get();
       processor_ = std::move(p);
     } else {

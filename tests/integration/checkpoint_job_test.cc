@@ -426,27 +426,30 @@ TEST(SavepointTest, SavepointWithoutADirectoryNamesTheOption) {
   EXPECT_THROW(client.getJobExecutionResult(), JobExecutionException);
 }
 
-TEST(SavepointTest, DrainFiresEveryWindowBeforeTheSavepoint) {
+// `inTheSource`: the strategy given to fromSource, which then emits the
+// drain's maximum watermark itself; else an assignTimestampsAndWatermarks
+// operator after the source passes it on.
+void drainFiresEveryWindow(bool inTheSource) {
+  using P = std::pair<int64_t, int64_t>;
   TempDir dir("drain");
   StreamExecutionEnvironment env;
-  auto buffer = std::make_shared<internal::CollectBuffer<std::pair<int64_t, int64_t>>>();
+  auto buffer = std::make_shared<internal::CollectBuffer<P>>();
   auto seen = std::make_shared<std::atomic<int64_t>>(0);
-  env.fromGenerator(
-         [](int64_t i) {
-           return std::pair<int64_t, int64_t>{i % 3, 1};
-         },
-         kUnboundedCount, 5000)
-      .assignTimestampsAndWatermarks(
-          WatermarkStrategy<std::pair<int64_t, int64_t>>::forMonotonousTimestamps()
-              .withTimestampAssigner([](const auto&, int64_t) { return int64_t{0}; }))
-      .map([seen](const std::pair<int64_t, int64_t>& p) {
+  const auto strategy = WatermarkStrategy<P>::forMonotonousTimestamps().withTimestampAssigner(
+      [](const P&, int64_t) { return int64_t{0}; });
+  GeneratorSource source([](int64_t i) { return P{i % 3, 1}; }, kUnboundedCount, 5000);
+  auto events = inTheSource ? env.fromSource(std::move(source), strategy, "Generator Source")
+                            : env.fromSource(std::move(source), "Generator Source")
+                                  .assignTimestampsAndWatermarks(strategy);
+  events
+      .map([seen](const P& p) {
         seen->fetch_add(1);
         return p;
       })
       .keyBy([](const auto& p) { return p.first; })
       .window(TumblingEventTimeWindows::of(milliseconds(1000)))
       .sum(1)
-      .sinkTo(CollectSink<std::pair<int64_t, int64_t>>(buffer));
+      .sinkTo(CollectSink<P>(buffer));
   JobClient client = env.executeAsync("drain");
   ASSERT_TRUE(waitUntil([&] { return seen->load() >= 500; }));
   EXPECT_EQ(buffer->size(), 0u);  // all in one window that has not fired
@@ -457,6 +460,12 @@ TEST(SavepointTest, DrainFiresEveryWindowBeforeTheSavepoint) {
   int64_t total = 0;
   for (auto& [k, n] : rows) total += n;
   EXPECT_GT(total, 0);
+}
+
+TEST(SavepointTest, DrainFiresEveryWindowBeforeTheSavepoint) { drainFiresEveryWindow(false); }
+
+TEST(SavepointTest, DrainFiresEveryWindowOfASourceThatMakesWatermarks) {
+  drainFiresEveryWindow(true);
 }
 
 }  // namespace

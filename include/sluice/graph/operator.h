@@ -397,6 +397,10 @@ class SourceOperatorBase : public StreamOperatorBase {
   // Records emitted so far, published at least once per emitNext(); any
   // thread.
   virtual int64_t recordsEmitted() const = 0;
+  // Ends event time (a bounded input's end, a drain): emits the maximum
+  // watermark. A source that generates watermarks emits it through its
+  // generator's output, which then emits nothing lower.
+  virtual void emitMaxWatermark() { outputBase().emitWatermark(Watermark::max()); }
 
   int numberOfInputs() const override { return 0; }
   void* inputPointer(int) override { return nullptr; }

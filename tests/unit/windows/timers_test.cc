@@ -491,6 +491,117 @@ TEST_F(WatermarkStrategyTest, NoWatermarksEmitsNone) {
   EXPECT_THAT(out_.take(), ElementsAre("record 10"));
 }
 
+// --- a source that generates watermarks ------------------------------------
+
+// Every element as "value@timestamp wm=<watermark the operator had seen>",
+// and a timer of each element's own timestamp firing as "fired@timestamp".
+class TraceTime final
+    : public KeyedProcessFunction<int, std::pair<std::string, int64_t>, std::string> {
+ public:
+  void processElement(const std::pair<std::string, int64_t>& e, Context& ctx,
+                      Collector<std::string>& out) override {
+    out.collect(e.first + "@" + std::to_string(ctx.timestamp().value_or(-1)) +
+                " wm=" + std::to_string(ctx.timerService().currentWatermark()));
+    ctx.timerService().registerEventTimeTimer(e.second);
+  }
+  void onTimer(int64_t ts, OnTimerContext&, Collector<std::string>& out) override {
+    out.collect("fired@" + std::to_string(ts));
+  }
+};
+
+enum class Stamping { kInTheSource, kOperatorAfterIt };
+
+// Events with strings, so that the source's move of a value is exercised:
+// one key, parallelism 1, the source chained to the process function.
+std::vector<std::string> traceJob(Stamping where,
+                                  const WatermarkStrategy<std::pair<std::string, int64_t>>& s) {
+  using E = std::pair<std::string, int64_t>;
+  StreamExecutionEnvironment env;
+  env.setParallelism(1);
+  // Never moves: no periodic watermark, only what onEvent and the end of
+  // input emit.
+  env.setClock(std::make_shared<ManualClock>(0));
+  static const std::vector<E> kEvents = {
+      {"a-fairly-long-string-one", 10}, {"b", 30}, {"c", 20}, {"d-another-long-string-here", 40}};
+  GeneratorSource source([](int64_t i) { return kEvents[static_cast<size_t>(i)]; },
+                         static_cast<int64_t>(kEvents.size()));
+  auto stream = where == Stamping::kInTheSource
+                    ? env.fromSource(std::move(source), s, "Events")
+                    : env.fromSource(std::move(source), "Events").assignTimestampsAndWatermarks(s);
+  return stream.keyBy([](const E&) { return 0; }).process(TraceTime{}).executeAndCollect("trace");
+}
+
+struct Punctuated final : WatermarkGenerator<std::pair<std::string, int64_t>> {
+  void onEvent(const std::pair<std::string, int64_t>&, int64_t ts, WatermarkOutput& out) override {
+    out.emitWatermark(Watermark{ts});
+  }
+  void onPeriodicEmit(WatermarkOutput&) override {}
+};
+
+class SourceWatermarksTest : public ::testing::TestWithParam<Stamping> {};
+
+// A punctuated watermark follows the event it was made for, in the source
+// as in the operator (Flink's SourceOutputWithWatermarks): each element
+// sees the watermark of the element before it, and a timer fires once the
+// next watermark passes it.
+TEST_P(SourceWatermarksTest, PunctuatedWatermarksFollowTheirEvent) {
+  using E = std::pair<std::string, int64_t>;
+  auto strategy = WatermarkStrategy<E>::forGenerator([] {
+                    return std::make_unique<Punctuated>();
+                  }).withTimestampAssigner([](const E& e) { return e.second; });
+  const std::string kMin = std::to_string(kMinTimestamp);
+  // c's watermark (20) is not emitted: it would go back. c's timer, already
+  // due, fires with the next watermark (40), as in Flink.
+  EXPECT_THAT(
+      traceJob(GetParam(), strategy),
+      ElementsAre("a-fairly-long-string-one@10 wm=" + kMin, "fired@10", "b@30 wm=10", "fired@30",
+                  "c@20 wm=30", "d-another-long-string-here@40 wm=30", "fired@20", "fired@40"));
+}
+
+// A periodic generator's events move through the source intact; with a
+// clock that never reaches the interval, only the end of input's maximum
+// watermark fires the timers.
+TEST_P(SourceWatermarksTest, PeriodicGeneratorsSeeEveryEventAndTheEndFiresTheTimers) {
+  using E = std::pair<std::string, int64_t>;
+  auto strategy = WatermarkStrategy<E>::forBoundedOutOfOrderness(std::chrono::milliseconds(5))
+                      .withTimestampAssigner([](const E& e, int64_t) { return e.second; })
+                      .withIdleness(std::chrono::seconds(1));
+  const std::string kMin = std::to_string(kMinTimestamp);
+  EXPECT_THAT(traceJob(GetParam(), strategy),
+              ElementsAre("a-fairly-long-string-one@10 wm=" + kMin, "b@30 wm=" + kMin,
+                          "c@20 wm=" + kMin, "d-another-long-string-here@40 wm=" + kMin, "fired@10",
+                          "fired@20", "fired@30", "fired@40"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Both, SourceWatermarksTest,
+                         ::testing::Values(Stamping::kInTheSource, Stamping::kOperatorAfterIt),
+                         [](const ::testing::TestParamInfo<Stamping>& info) {
+                           return info.param == Stamping::kInTheSource ? "InTheSource"
+                                                                       : "OperatorAfterIt";
+                         });
+
+// fromSource(source, strategy, name) makes one operator, as Flink's does;
+// assignTimestampsAndWatermarks adds its own.
+TEST(SourceWatermarksShapeTest, AStrategyGivenToTheSourceAddsNoOperator) {
+  using E = std::pair<std::string, int64_t>;
+  auto strategy = WatermarkStrategy<E>::forMonotonousTimestamps();
+  auto names = [](const StreamExecutionEnvironment& env) {
+    std::vector<std::string> out;
+    for (const StreamNode& n : env.getStreamGraph().nodes()) out.push_back(n.name);
+    return out;
+  };
+  GeneratorSource source([](int64_t i) { return E{"x", i}; }, 3);
+  auto sink = std::make_shared<internal::CollectBuffer<E>>();
+  StreamExecutionEnvironment inSource;
+  inSource.fromSource(source, strategy, "Events").sinkTo(CollectSink<E>(sink), "Sink");
+  EXPECT_THAT(names(inSource), ElementsAre("Source: Events", "Sink"));
+  StreamExecutionEnvironment after;
+  after.fromSource(source, "Events")
+      .assignTimestampsAndWatermarks(strategy)
+      .sinkTo(CollectSink<E>(sink), "Sink");
+  EXPECT_THAT(names(after), ElementsAre("Source: Events", "Timestamps/Watermarks", "Sink"));
+}
+
 }  // namespace
 }  // namespace timers_test
 }  // namespace sluice
