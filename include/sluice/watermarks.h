@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 
 #include <sluice/core/clock.h>
@@ -84,7 +85,10 @@ class BoundedOutOfOrdernessWatermarks : public WatermarkGenerator<T> {
   void onPeriodicEmit(WatermarkOutput& output) override {
     output.emitWatermark(Watermark{maxTimestamp_ - delay_ - 1});
   }
-  bool emitsOnlyPeriodically() const override { return true; }
+  // Not for subclasses, which may emit in onEvent.
+  bool emitsOnlyPeriodically() const override {
+    return typeid(*this) == typeid(BoundedOutOfOrdernessWatermarks);
+  }
 
  private:
   int64_t delay_;
@@ -97,6 +101,7 @@ class AscendingTimestampsWatermarks final : public BoundedOutOfOrdernessWatermar
  public:
   AscendingTimestampsWatermarks()
       : BoundedOutOfOrdernessWatermarks<T>(std::chrono::milliseconds(0)) {}
+  bool emitsOnlyPeriodically() const override { return true; }
 };
 
 template <class T>

@@ -564,7 +564,10 @@ TEST_P(SourceWatermarksTest, PunctuatedWatermarksFollowTheirEvent) {
 TEST_P(SourceWatermarksTest, PeriodicGeneratorsSeeEveryEventAndTheEndFiresTheTimers) {
   using E = std::pair<std::string, int64_t>;
   auto strategy = WatermarkStrategy<E>::forBoundedOutOfOrderness(std::chrono::milliseconds(5))
-                      .withTimestampAssigner([](const E& e, int64_t) { return e.second; })
+                      // A value moved away before the assigner saw it would read -1.
+                      .withTimestampAssigner([](const E& e, int64_t) {
+                        return e.first.empty() ? int64_t{-1} : e.second;
+                      })
                       .withIdleness(std::chrono::seconds(1));
   const std::string kMin = std::to_string(kMinTimestamp);
   EXPECT_THAT(traceJob(GetParam(), strategy),
@@ -579,6 +582,19 @@ INSTANTIATE_TEST_SUITE_P(Both, SourceWatermarksTest,
                            return info.param == Stamping::kInTheSource ? "InTheSource"
                                                                        : "OperatorAfterIt";
                          });
+
+// A subclass may emit in onEvent, so only the built-in classes say they
+// never do.
+TEST(SourceWatermarksShapeTest, OnlyBuiltInGeneratorsSayTheyEmitOnlyPeriodically) {
+  struct Punctuating final : BoundedOutOfOrdernessWatermarks<int> {
+    Punctuating() : BoundedOutOfOrdernessWatermarks<int>(std::chrono::milliseconds(1)) {}
+  };
+  EXPECT_TRUE(
+      BoundedOutOfOrdernessWatermarks<int>(std::chrono::milliseconds(1)).emitsOnlyPeriodically());
+  EXPECT_TRUE(AscendingTimestampsWatermarks<int>().emitsOnlyPeriodically());
+  EXPECT_TRUE(NoWatermarksGenerator<int>().emitsOnlyPeriodically());
+  EXPECT_FALSE(Punctuating().emitsOnlyPeriodically());
+}
 
 // fromSource(source, strategy, name) makes one operator, as Flink's does;
 // assignTimestampsAndWatermarks adds its own.
