@@ -281,24 +281,22 @@ class SourceOperator final : public SourceOperatorCore, private ReaderOutput<T> 
     stamper_->onEvent(value, ts);
   }
   void emitValue(T&& value, bool hasTimestamp, int64_t timestamp) {
+    if (stamper_ && !stamper_->emitsOnlyPeriodically()) {
+      // A watermark the generator emits for this event follows the event,
+      // so the generator sees the value after it went out: a copy.
+      emitCopy(value, hasTimestamp, timestamp);
+      return;
+    }
     ++emitted_;
     if (!stamper_) {
       output_->collectValue(std::move(value), hasTimestamp, timestamp, record_);
       return;
     }
+    // The generator cannot emit here, so it may see the event first and the
+    // value move on.
     const int64_t ts = stamper_->timestampOf(value, hasTimestamp ? timestamp : kMinTimestamp);
-    if (stamper_->emitsOnlyPeriodically()) {
-      // The generator cannot emit here, so it may see the event first and
-      // the value move on.
-      stamper_->onEvent(value, ts);
-      output_->collectValue(std::move(value), true, ts, record_);
-      return;
-    }
-    // A watermark the generator emits for this event follows the event.
-    record_.value = value;
-    record_.setTimestamp(ts);
-    output_->collect(std::move(record_));
     stamper_->onEvent(value, ts);
+    output_->collectValue(std::move(value), true, ts, record_);
   }
 
   std::shared_ptr<const Source<T, SplitT>> source_;
