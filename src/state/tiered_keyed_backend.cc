@@ -4,6 +4,7 @@
 #include "state/tiered_keyed_backend.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -62,6 +63,13 @@ std::string_view bytesOf(const std::vector<uint8_t>& bytes) {
 }
 
 }  // namespace
+
+void Ghost::reset(size_t slots) {
+  SLUICE_ASSERT(slots == 0 || (slots >= 2 && (slots & (slots - 1)) == 0),
+                "Ghost::reset: slots must be 0 or a power of two of at least 2");
+  fingerprints_.assign(slots, 0);
+  shift_ = slots == 0 ? 63 : 64 - std::countr_zero(slots);
+}
 
 uint32_t toCharge(int64_t bytes) {
   if (bytes < 0 || bytes > std::numeric_limits<uint32_t>::max()) {
@@ -162,7 +170,8 @@ CacheTable::CacheTable(TieredKeyedStateBackend& backend, StateMetaInfo meta, Lay
       meta_(std::move(meta)),
       layout_(std::move(layout)),
       cf_(cf),
-      groups_(numGroups) {
+      groups_(numGroups),
+      salt_(heap::BytesHash{}(meta_.name)) {
   std::shared_ptr<const internal::StateType> stored;
   switch (layout_.storage) {
     case StateStorage::kValue: stored = layout_.value; break;
@@ -185,6 +194,7 @@ void CacheTable::removePin(const size_t* pin) {
 }
 
 char* CacheTable::insert(size_t g, std::string_view key, int64_t objectCharge) {
+  backend_.resizeGhostIfPlanned();
   heap::ObjectTable* t = groups_[g].get();
   const int64_t keyBytes = keyCharge(key.size());
   int64_t need = objectCharge + keyBytes;
@@ -212,6 +222,7 @@ char* CacheTable::insert(size_t g, std::string_view key, int64_t objectCharge) {
   const auto before = static_cast<int64_t>(t->allocatedBytes());
   auto [slot, inserted] = t->tryEmplace(key);
   SLUICE_ASSERT(inserted, "CacheTable::insert of a key its group already holds");
+  CachedType::header(entry(slot)).proven = backend_.inGhost(ghostHash(g, key)) ? 1 : 0;
   backend_.charge(static_cast<int64_t>(t->allocatedBytes()) - before + keyBytes);
   ++epoch_;
   return slot;
@@ -430,6 +441,8 @@ void TieredKeyedStateBackend::dispose() {
   for (const auto& t : tables_) t->groups_.clear();
   tables_.clear();
   byName_.clear();
+  ghost_.reset(0);
+  ghostPlanned_ = 0;
   used_ = 0;
   liveGroups_ = 0;
   if (rocks_) rocks_->dispose();
@@ -482,6 +495,10 @@ TieredKeyedStateBackend::CacheStats TieredKeyedStateBackend::cacheStats() const 
 
 namespace {
 constexpr size_t kGroupDone = static_cast<size_t>(-1);
+
+// Whether at most a tenth of the `entries` entries the hand sees are on
+// probation: then proven entries without uses may go too.
+bool fewOnProbation(size_t onProbation, size_t entries) { return onProbation * 10 <= entries; }
 }  // namespace
 
 void TieredKeyedStateBackend::makeRoom(int64_t bytes) {
@@ -489,10 +506,10 @@ void TieredKeyedStateBackend::makeRoom(int64_t bytes) {
   const int64_t want = used_ + bytes - budget_ + slack_;
   ++evictionRounds_;
   int64_t freed = 0;
-  // Four passes over every stripe of every group count every use down to 0
-  // and then evict everything unpinned: enough for any amount that can be
-  // freed at all.
-  const size_t maxVisits = 4 * kStripes * tables_.size() * numGroups_ + 1;
+  // Five passes over every stripe of every group take every entry off
+  // probation, count every use down to 0 and then evict everything
+  // unpinned: enough for any amount that can be freed at all.
+  const size_t maxVisits = 5 * kStripes * tables_.size() * numGroups_ + 1;
   for (size_t visits = 0; freed < want && visits < maxVisits && !tables_.empty(); ++visits) {
     if (hand_.table >= tables_.size()) hand_.table = 0;
     CacheTable& t = *tables_[hand_.table];
@@ -518,6 +535,51 @@ void TieredKeyedStateBackend::makeRoom(int64_t bytes) {
     hand_.stripe = (hand_.stripe + 1) % kStripes;
   }
   rocks_->writePending();
+  planGhost();
+}
+
+bool TieredKeyedStateBackend::pass(CacheTable& t, size_t g, const char* slot, tiered::Header& h,
+                                   bool evictProven) {
+  if (h.proven == 0) {
+    if ((h.flags & tiered::kUseMask) != 0) {
+      h.proven = 1;  // used again while on probation
+      --h.flags;
+      return false;
+    }
+    ghost_.add(t.ghostHash(g, CacheTable::keyOf(slot).view()));
+    return true;
+  }
+  if ((h.flags & tiered::kUseMask) != 0) {
+    --h.flags;  // one use less: another chance
+    return false;
+  }
+  return evictProven;
+}
+
+void TieredKeyedStateBackend::planGhost() {
+  size_t entries = 0;
+  for (const auto& t : tables_) {
+    for (const auto& gt : t->groups_) {
+      if (gt) entries += gt->size();
+    }
+  }
+  // About half as many slots as entries, within a 32nd of the budget.
+  size_t want = entries < 4 ? 0 : std::bit_ceil(entries / 2);
+  while (want != 0 && static_cast<int64_t>(want * sizeof(uint16_t)) > budget_ / 32) want /= 2;
+  if (want < 2) want = 0;
+  const size_t have = ghost_.slots();
+  // Within a factor of two either way, the ghost keeps what it knows.
+  if (have != 0 && want != 0 && want <= 2 * have && want * 2 >= have) want = have;
+  ghostPlanned_ = want;
+}
+
+void TieredKeyedStateBackend::resizeGhost() {
+  const size_t want = ghostPlanned_;
+  const int64_t delta = static_cast<int64_t>(want * sizeof(uint16_t)) - ghost_.bytes();
+  if (delta > 0) reserve(delta);
+  ghost_.reset(want);
+  ghostPlanned_ = want;
+  charge(delta);
 }
 
 int64_t TieredKeyedStateBackend::evictRange(CacheTable& t, size_t g, size_t from, size_t to,
@@ -528,15 +590,23 @@ int64_t TieredKeyedStateBackend::evictRange(CacheTable& t, size_t g, size_t from
   to = std::min(to, gt->capacity());
   int64_t freed = 0;
   victims_.clear();
+  size_t entries = 0;
+  size_t onProbation = 0;
+  for (size_t j = from; j < to; ++j) {
+    if (const char* slot = gt->slotAt(j)) {
+      ++entries;
+      onProbation += CachedType::header(t.entry(const_cast<char*>(slot))).proven == 0 ? 1 : 0;
+    }
+  }
   size_t i = from;
   for (; i < to && freed < want; ++i) {
     char* slot = gt->slotAt(i);
     if (slot == nullptr) continue;
     tiered::Header& h = CachedType::header(t.entry(slot));
-    if ((h.flags & tiered::kUseMask) != 0) {
-      --h.flags;  // one use less: another chance
-      continue;
-    }
+    const bool wasOnProbation = h.proven == 0;
+    const bool evict = pass(t, g, slot, h, fewOnProbation(onProbation, entries));
+    if (wasOnProbation) --onProbation;
+    if (!evict) continue;
     t.writeBack(g, slot, CacheTable::WriteBack::kEvict);
     freed += h.charge + tiered::keyCharge(CacheTable::keyOf(slot).size());
     victims_.push_back(i);
@@ -564,20 +634,27 @@ bool TieredKeyedStateBackend::evictInGroup(CacheTable& t, size_t g) {
   const size_t excess = gt->size() - std::min(gt->size(), capacity - capacity / 4);
   if (t.localHands_.size() != t.groups_.size()) t.localHands_.assign(t.groups_.size(), 0);
   size_t i = t.localHands_[g] % capacity;
+  size_t onProbation = 0;
+  for (size_t j = 0; j < capacity; ++j) {
+    if (char* slot = gt->slotAt(j)) onProbation += CachedType::header(t.entry(slot)).proven == 0;
+  }
   // CLOCK within the group, from where it stopped last time: mark the
   // victims (writing them back), then rebuild the table without them, one
-  // pass instead of a backward shift per removed entry. Four rounds at
-  // most: the first three may only count uses down.
+  // pass instead of a backward shift per removed entry. Five rounds at
+  // most: the first takes every entry off probation, the next three may
+  // only count uses down.
   int64_t freed = 0;
   size_t victims = 0;
-  for (size_t seen = 0; victims < excess && seen < 4 * capacity; ++seen) {
+  for (size_t seen = 0; victims < excess && seen < 5 * capacity; ++seen) {
     if (char* slot = gt->slotAt(i)) {
       tiered::Header& h = CachedType::header(t.entry(slot));
       if ((h.flags & tiered::kVictim) != 0) {
         // marked in an earlier round
-      } else if ((h.flags & tiered::kUseMask) != 0) {
-        --h.flags;
+      } else if (const bool wasOnProbation = h.proven == 0;
+                 !pass(t, g, slot, h, fewOnProbation(onProbation, gt->size() - victims))) {
+        onProbation -= wasOnProbation ? 1 : 0;
       } else {
+        onProbation -= wasOnProbation ? 1 : 0;
         t.writeBack(g, slot, CacheTable::WriteBack::kEvict);
         freed += h.charge + tiered::keyCharge(CacheTable::keyOf(slot).size());
         h.flags |= tiered::kVictim;
@@ -594,6 +671,7 @@ bool TieredKeyedStateBackend::evictInGroup(CacheTable& t, size_t g) {
   ++t.epoch_;
   evictions_ += static_cast<int64_t>(victims);
   used_ -= freed;
+  planGhost();
   return !gt->growsOnInsert();
 }
 
@@ -628,9 +706,10 @@ void TieredKeyedStateBackend::evictAll() {
     const std::vector<const size_t*> pins = std::move(t->pins_);
     t->pins_.clear();
     for (size_t g = 0; g < numGroups_; ++g) {
-      // Flushed: evicting writes nothing. The first passes count uses down
-      // (evicting what has none), the last evicts the rest.
-      for (int pass = 0; pass < 4; ++pass) {
+      // Flushed: evicting writes nothing. The first passes take entries off
+      // probation and count uses down (evicting what has none), the last
+      // evicts the rest.
+      for (int round = 0; round < 5; ++round) {
         size_t next = kGroupDone;
         evictRange(*t, g, 0, SIZE_MAX, std::numeric_limits<int64_t>::max(), next);
       }

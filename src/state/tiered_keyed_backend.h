@@ -54,9 +54,23 @@
 // bit, which suits skewed keys). A value entry's uses start at 0: the
 // access that loads or creates it, and the put() of a read-modify-write
 // after its get(), do not count, so a key read once goes before one read
-// again. Where entries are evicted, a CLOCK hand
-// looks at them: one with uses left loses one, one without is evicted, i.e.
-// written back to RocksDB when dirty and removed. There are two hands:
+// again. Entries come in two classes, as the two FIFO queues of S3-FIFO
+// (Yang et al., SOSP 2023) do, here on one CLOCK: an entry starts on
+// probation unless the ghost (tiered::Ghost: fingerprints of the entries
+// recently evicted on probation) remembers it, in which case it starts
+// proven. Where entries are evicted, a CLOCK hand looks at them:
+//   - on probation: with uses, it becomes proven and loses one; without,
+//     it is evicted and remembered by the ghost;
+//   - proven: with uses, it loses one; without, it is evicted, but only
+//     while at most a tenth of the entries where the hand evicts (the
+//     group, or the stripe) are on probation; otherwise the hand passes it.
+// So keys used once are evicted quickly, without pushing out the keys that
+// are used again, and a key that comes back soon after its eviction is
+// kept the next time. Evicting means writing back to RocksDB when dirty
+// and removing. The ghost has about half as many slots as there are cached
+// entries (a power of two, at most a 32nd of the budget, none before the
+// first eviction), 2 bytes each, counted in the budget. There are two
+// hands:
 //   - A group table that is full (7/8 of its slots) does not double while
 //     the budget has no room for that: its own hand evicts a quarter of its
 //     slots' worth of entries instead, and the table is rebuilt without
@@ -147,9 +161,40 @@ inline constexpr uint8_t kRef = 1;
 struct Header {
   uint32_t charge = 0;  // estimated heap bytes the object owns
   uint8_t flags = 0;
-  uint8_t unused[3] = {};
+  // 0: on probation (new, or loaded, and not used again since); 1: proven,
+  // i.e. used again while cached, or loaded again soon after its eviction
+  // (S3-FIFO's small and main queues; see the file comment, "Eviction").
+  uint8_t proven = 0;
+  uint8_t unused[2] = {};
 };
 static_assert(sizeof(Header) == 8);
+
+// Fingerprints of entries recently evicted while on probation (S3-FIFO's
+// ghost queue, approximated): a direct-mapped array of 16-bit
+// fingerprints (15 bits of hash each). Each eviction overwrites one slot,
+// so an entry is forgotten after about as many evictions as there are
+// slots; a false positive (one in 32,768 per lookup of an occupied slot)
+// only admits an entry as proven.
+class Ghost {
+ public:
+  size_t slots() const { return fingerprints_.size(); }
+  int64_t bytes() const { return static_cast<int64_t>(slots() * sizeof(uint16_t)); }
+  // Forgets everything; `slots` is 0 or a power of two.
+  void reset(size_t slots);
+  // `hash`: a well-mixed 64-bit hash of the entry (state, group and key).
+  void add(uint64_t hash) {
+    if (!fingerprints_.empty()) fingerprints_[hash >> shift_] = fingerprint(hash);
+  }
+  bool contains(uint64_t hash) const {
+    return !fingerprints_.empty() && fingerprints_[hash >> shift_] == fingerprint(hash);
+  }
+
+ private:
+  // Never 0, which marks a slot nothing was evicted into.
+  static uint16_t fingerprint(uint64_t hash) { return static_cast<uint16_t>(hash | 1); }
+  std::vector<uint16_t> fingerprints_;
+  int shift_ = 63;
+};
 
 // One heap allocation's bookkeeping, as counted.
 inline constexpr int64_t kAllocationOverhead = 16;
@@ -315,6 +360,11 @@ class CacheTable {
   // Whether any entry is dirty (stops at the first).
   bool anyDirty() const;
 
+  // The ghost's hash of the entry `key` of group `g` of this state.
+  uint64_t ghostHash(size_t g, std::string_view key) const {
+    return (heap::BytesHash{}(key) ^ salt_ ^ (g * 0xd6e8feb86659fd93ULL)) * 0x9E3779B97F4A7C15ULL;
+  }
+
   // A storage's pinned group (SIZE_MAX: none), registered while it lives.
   void addPin(const size_t* pin) { pins_.push_back(pin); }
   void removePin(const size_t* pin);
@@ -351,6 +401,7 @@ class CacheTable {
   std::vector<std::unique_ptr<heap::ObjectTable>> groups_;
   std::vector<const size_t*> pins_;
   std::vector<size_t> localHands_;  // per group: where evictInGroup() goes on
+  uint64_t salt_;                   // tells this state's entries apart in the ghost
   uint64_t epoch_ = 0;
   std::string keyBuf_;
   std::vector<uint8_t> valueBuf_;
@@ -438,6 +489,14 @@ class TieredKeyedStateBackend final : public KeyedStateBackend {
     used_ += delta;
     if (used_ > peak_) peak_ = used_;
   }
+  // Whether the ghost remembers the entry of hash `h` (CacheTable::ghostHash).
+  bool inGhost(uint64_t h) const { return ghost_.contains(h); }
+  // Resizes the ghost when the last eviction round asked for that, making
+  // room for it first. Call where reserve() may evict.
+  void resizeGhostIfPlanned() {
+    if (ghostPlanned_ != ghost_.slots()) [[unlikely]]
+      resizeGhost();
+  }
   void countLoad() { ++loads_; }
   void countWriteBack() { ++writeBacks_; }
   // Scratch space for reading RocksDB values.
@@ -452,6 +511,15 @@ class TieredKeyedStateBackend final : public KeyedStateBackend {
   std::shared_ptr<RocksDbKeyedStateBackend::CopyWithWrites> withDirtyEntries(bool native,
                                                                              int64_t checkpointId);
   void makeRoom(int64_t bytes);
+  // What the hand does with the entry of header `h` (see the file comment,
+  // "Eviction"): returns whether to evict it; remembers an entry evicted on
+  // probation in the ghost. `evictProven`: whether proven entries without
+  // uses may go (few entries on probation where the hand is).
+  bool pass(tiered::CacheTable& t, size_t g, const char* slot, tiered::Header& h, bool evictProven);
+  // Sets the ghost's size for the entries now cached (applied by the next
+  // resizeGhostIfPlanned()).
+  void planGhost();
+  void resizeGhost();
   // Evicts entries of slots [from, to) of group `g` of `t` (none when the
   // group is pinned) until `want` bytes are freed; returns the bytes freed
   // and sets `next` to the slot to continue with, or to SIZE_MAX when the
@@ -491,6 +559,8 @@ class TieredKeyedStateBackend final : public KeyedStateBackend {
   int64_t evictionRounds_ = 0;
   std::string readBuf_;
   std::vector<size_t> victims_;  // evictRange's slots to remove, reused
+  tiered::Ghost ghost_;
+  size_t ghostPlanned_ = 0;  // the ghost's slots after its next resize
 };
 
 }  // namespace sluice

@@ -479,6 +479,89 @@ TEST_F(TieredBackendTest, KeysReadAgainOutliveKeysReadOnce) {
       << hotLoads << " of " << hotAccesses << " hot accesses loaded";
 }
 
+// Keys in use are not pushed out by a scan of keys used once, however long
+// (an entry used again leaves probation, and proven entries are only
+// evicted where few are on probation). Half the budget's worth of hot
+// keys, read twice to prove them, then rounds of each hot key once among a
+// scan of four budgets' worth of one-off keys. With one class of entries
+// (plain GCLOCK), the hand passed every entry several times a round, and
+// the hot keys, used once a round, were loaded again almost every round.
+TEST_F(TieredBackendTest, AScanOfKeysUsedOnceDoesNotEvictTheKeysInUse) {
+  constexpr int64_t kBudget = 512 << 10;
+  auto backend = make(StateBackendType::kTiered, kBudget);
+  TieredKeyedStateBackend& t = tiered(*backend);
+  auto& value = getOrCreateValueState<VoidNamespace>(*backend, ValueStateDescriptor<int64_t>("v"));
+  // About 80 bytes an entry (AFullBudgetIsSpentOnEntriesNotEmptySlots).
+  constexpr int64_t kHot = kBudget / 80 / 2;
+  constexpr int64_t kScan = 4 * kBudget / 80;
+  constexpr int kRounds = 6;
+  std::map<int64_t, int64_t> model;
+  auto access = [&](int64_t key) {
+    setKey(*backend, key);
+    const std::optional<int64_t> v = value.value();
+    const auto it = model.find(key);
+    EXPECT_EQ(v, it != model.end() ? std::optional<int64_t>(it->second) : std::nullopt)
+        << "key " << key;
+    value.update(v.value_or(0) + key + 1);
+    model[key] = v.value_or(0) + key + 1;
+  };
+  for (int twice = 0; twice < 2; ++twice) {
+    for (int64_t k = 0; k < kHot; ++k) access(k);
+  }
+  std::mt19937_64 rng(5);
+  int64_t nextCold = 1'000'000;
+  int64_t hotAccesses = 0;
+  int64_t hotLoads = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    std::vector<int64_t> keys;
+    for (int64_t k = 0; k < kHot; ++k) keys.push_back(k);
+    for (int64_t k = 0; k < kScan; ++k) keys.push_back(nextCold++);
+    std::shuffle(keys.begin(), keys.end(), rng);
+    for (const int64_t key : keys) {
+      const int64_t loads = t.cacheStats().loads;
+      access(key);
+      if (key < kHot) {
+        ++hotAccesses;
+        hotLoads += t.cacheStats().loads - loads;
+      }
+    }
+  }
+  const auto stats = t.cacheStats();
+  EXPECT_LE(stats.peakUsedBytes, kBudget);
+  EXPECT_GT(stats.evictions, kScan * kRounds / 2);
+  EXPECT_LT(static_cast<double>(hotLoads) / static_cast<double>(hotAccesses), 0.05)
+      << hotLoads << " of " << hotAccesses << " hot accesses loaded";
+}
+
+// The ghost remembers what was added lately and forgets it after about as
+// many additions as it has slots; a fingerprint it was never given is
+// rarely reported.
+TEST(TieredGhostTest, RemembersRecentEvictionsAndForgetsOldOnes) {
+  std::mt19937_64 rng(9);
+  tiered::Ghost ghost;
+  EXPECT_FALSE(ghost.contains(rng()));  // no slots: nothing remembered
+  ghost.add(rng());
+  ghost.reset(4096);
+  EXPECT_EQ(ghost.bytes(), 8192);
+  std::vector<uint64_t> added;
+  for (int i = 0; i < 1000; ++i) {
+    added.push_back(rng());
+    ghost.add(added.back());
+  }
+  int remembered = 0;
+  for (const uint64_t h : added) remembered += ghost.contains(h) ? 1 : 0;
+  EXPECT_GT(remembered, 800);  // 1000 in 4096 slots: some overwrote others
+  int strangers = 0;
+  for (int i = 0; i < 100'000; ++i) strangers += ghost.contains(rng()) ? 1 : 0;
+  EXPECT_LT(strangers, 20);
+  for (int i = 0; i < 40'000; ++i) ghost.add(rng());
+  remembered = 0;
+  for (const uint64_t h : added) remembered += ghost.contains(h) ? 1 : 0;
+  EXPECT_LT(remembered, 10);  // ten times the slots added since
+  ghost.reset(0);
+  EXPECT_FALSE(ghost.contains(added.back()));
+}
+
 // A read of a cold key loads it once; a key RocksDB does not have is
 // remembered as absent, so reading it again, and its first update, stay in
 // memory.
