@@ -67,9 +67,9 @@
 // So keys used once are evicted quickly, without pushing out the keys that
 // are used again, and a key that comes back soon after its eviction is
 // kept the next time. Evicting means writing back to RocksDB when dirty
-// and removing. The ghost has about half as many slots as there are cached
-// entries (a power of two, at most a 32nd of the budget, none before the
-// first eviction), 2 bytes each, counted in the budget. There are two
+// and removing. The ghost has about an eighth as many slots as there are
+// cached entries (a power of two, at most a 32nd of the budget, none before
+// the first eviction), 2 bytes each, counted in the budget. There are two
 // hands:
 //   - A group table that is full (7/8 of its slots) does not double while
 //     the budget has no room for that: its own hand evicts a quarter of its
