@@ -441,19 +441,24 @@ void BM_MapGet(benchmark::State& state, StateBackendType type, int64_t keys) {
   f.report(state);
 }
 
-// 2^22 key draws, cycled by the benchmark loop: Zipf(kZipfExponent) ranks
+// 2^25 key draws, cycled by the benchmark loop: Zipf(kZipfExponent) ranks
 // over `keys` (by inverting the CDF), each rank mapped to a key by a
 // multiplication modulo `keys` so that hot keys spread over key groups; or
-// uniform keys. Precomputed, so drawing costs one array read.
-const std::vector<int64_t>& keyDraws(int64_t keys, bool zipf) {
-  static std::map<std::pair<int64_t, bool>, std::vector<int64_t>> cache;
-  std::vector<int64_t>& draws = cache[{keys, zipf}];
+// uniform keys. Precomputed, so drawing costs one sequential array read.
+// The cycle is longer than a row's warm-up and timed loop together (about
+// 30M operations), so the row sees independent draws: a cycle of 2^22, as
+// rounds up to twenty-six had, touched only 0.84M of the 4M keys, each in
+// the same order every cycle, which favoured some cache policies over
+// others (docs/benchmarks.md, "Round twenty-seven").
+const std::vector<uint32_t>& keyDraws(int64_t keys, bool zipf) {
+  static std::map<std::pair<int64_t, bool>, std::vector<uint32_t>> cache;
+  std::vector<uint32_t>& draws = cache[{keys, zipf}];
   if (!draws.empty()) return draws;
-  constexpr size_t kDraws = size_t{1} << 22;
+  constexpr size_t kDraws = size_t{1} << 25;
   draws.resize(kDraws);
   Rng rng{static_cast<uint64_t>(keys) * 31 + (zipf ? 7 : 0)};
   if (!zipf) {
-    for (int64_t& k : draws) k = rng.below(keys);
+    for (uint32_t& k : draws) k = static_cast<uint32_t>(rng.below(keys));
     return draws;
   }
   std::vector<double> cdf(static_cast<size_t>(keys));
@@ -462,13 +467,26 @@ const std::vector<int64_t>& keyDraws(int64_t keys, bool zipf) {
     sum += 1.0 / std::pow(static_cast<double>(r + 1), kZipfExponent);
     cdf[static_cast<size_t>(r)] = sum;
   }
+  // guide[j]: the first rank whose CDF reaches j / kGuide of the sum, so a
+  // draw searches only between two neighbouring guide entries.
+  constexpr size_t kGuide = size_t{1} << 20;
+  std::vector<uint32_t> guide(kGuide + 1);
+  for (size_t j = 0, r = 0; j <= kGuide; ++j) {
+    const double at = sum * static_cast<double>(j) / static_cast<double>(kGuide);
+    while (r + 1 < cdf.size() && cdf[r] < at) ++r;
+    guide[j] = static_cast<uint32_t>(r);
+  }
   // 1,000,003 is prime and larger than the key counts used: a bijection.
   constexpr uint64_t kSpread = 1'000'003;
-  for (int64_t& k : draws) {
+  for (uint32_t& k : draws) {
     const double u = static_cast<double>(rng.next() >> 11) * 0x1.0p-53 * sum;
-    const auto rank =
-        static_cast<uint64_t>(std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin());
-    k = static_cast<int64_t>((rank * kSpread) % static_cast<uint64_t>(keys));
+    // One guide entry more on either side: rounding may put u in a
+    // neighbouring interval.
+    const auto j = std::min(kGuide - 1, static_cast<size_t>(u / sum * static_cast<double>(kGuide)));
+    const auto from = cdf.begin() + guide[j == 0 ? 0 : j - 1];
+    const auto to = cdf.begin() + guide[std::min(kGuide, j + 2)] + 1;
+    const auto rank = static_cast<uint64_t>(std::lower_bound(from, to, u) - cdf.begin());
+    k = static_cast<uint32_t>((rank * kSpread) % static_cast<uint64_t>(keys));
   }
   return draws;
 }
@@ -482,7 +500,7 @@ const std::vector<int64_t>& keyDraws(int64_t keys, bool zipf) {
 void BM_ValueGetUpdateDraws(benchmark::State& state, int64_t keys, int64_t budget, bool zipf) {
   Fixture& f = fixtureFor(StateBackendType::kTiered, keys, budget);
   auto& value = f.value();
-  const std::vector<int64_t>& draws = keyDraws(keys, zipf);
+  const std::vector<uint32_t>& draws = keyDraws(keys, zipf);
   const size_t mask = draws.size() - 1;
   // Every run (Google Benchmark makes several) continues the sequence where
   // the last one stopped: starting over would make the next run hit what
@@ -491,7 +509,7 @@ void BM_ValueGetUpdateDraws(benchmark::State& state, int64_t keys, int64_t budge
   size_t& i = positions[{&f, zipf}];
   int64_t missing = 0;
   auto step = [&] {
-    f.setCurrentKey(draws[i++ & mask]);
+    f.setCurrentKey(static_cast<int64_t>(draws[i++ & mask]));
     std::optional<int64_t> v = value.value();
     if (!v) [[unlikely]] {
       ++missing;
