@@ -476,7 +476,7 @@ const std::vector<uint32_t>& keyDraws(int64_t keys, bool zipf) {
     while (r + 1 < cdf.size() && cdf[r] < at) ++r;
     guide[j] = static_cast<uint32_t>(r);
   }
-  // 1,000,003 is prime and larger than the key counts used: a bijection.
+  // 1,000,003 is prime and divides none of the key counts used: a bijection.
   constexpr uint64_t kSpread = 1'000'003;
   for (uint32_t& k : draws) {
     const double u = static_cast<double>(rng.next() >> 11) * 0x1.0p-53 * sum;

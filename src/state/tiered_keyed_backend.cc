@@ -67,7 +67,7 @@ std::string_view bytesOf(const std::vector<uint8_t>& bytes) {
 void Ghost::reset(size_t slots) {
   SLUICE_ASSERT(slots == 0 || (slots >= 2 && (slots & (slots - 1)) == 0),
                 "Ghost::reset: slots must be 0 or a power of two of at least 2");
-  fingerprints_.assign(slots, 0);
+  std::vector<uint16_t>(slots, 0).swap(fingerprints_);  // frees a larger array
   shift_ = slots == 0 ? 63 : 64 - std::countr_zero(slots);
 }
 
@@ -171,6 +171,7 @@ CacheTable::CacheTable(TieredKeyedStateBackend& backend, StateMetaInfo meta, Lay
       layout_(std::move(layout)),
       cf_(cf),
       groups_(numGroups),
+      onProbation_(numGroups, 0),
       salt_(heap::BytesHash{}(meta_.name)) {
   std::shared_ptr<const internal::StateType> stored;
   switch (layout_.storage) {
@@ -222,7 +223,9 @@ char* CacheTable::insert(size_t g, std::string_view key, int64_t objectCharge) {
   const auto before = static_cast<int64_t>(t->allocatedBytes());
   auto [slot, inserted] = t->tryEmplace(key);
   SLUICE_ASSERT(inserted, "CacheTable::insert of a key its group already holds");
-  CachedType::header(entry(slot)).proven = backend_.inGhost(ghostHash(g, key)) ? 1 : 0;
+  const bool proven = backend_.inGhost(ghostHash(g, key));
+  CachedType::header(entry(slot)).proven = proven ? 1 : 0;
+  onProbation_[g] += proven ? 0 : 1;
   backend_.charge(static_cast<int64_t>(t->allocatedBytes()) - before + keyBytes);
   ++epoch_;
   return slot;
@@ -233,7 +236,9 @@ void CacheTable::erase(size_t g, std::string_view key) {
   if (t == nullptr) return;
   char* slot = t->find(key);
   if (slot == nullptr) return;
-  const int64_t freed = CachedType::header(entry(slot)).charge + keyCharge(key.size());
+  const Header& h = CachedType::header(entry(slot));
+  const int64_t freed = h.charge + keyCharge(key.size());
+  onProbation_[g] -= h.proven == 0 ? 1 : 0;
   t->erase(key);
   backend_.charge(-freed);
   ++epoch_;
@@ -443,6 +448,7 @@ void TieredKeyedStateBackend::dispose() {
   byName_.clear();
   ghost_.reset(0);
   ghostPlanned_ = 0;
+  nextGhostPlan_ = 0;
   used_ = 0;
   liveGroups_ = 0;
   if (rocks_) rocks_->dispose();
@@ -541,6 +547,7 @@ void TieredKeyedStateBackend::makeRoom(int64_t bytes) {
 bool TieredKeyedStateBackend::pass(CacheTable& t, size_t g, const char* slot, tiered::Header& h,
                                    bool evictProven) {
   if (h.proven == 0) {
+    --t.onProbation_[g];
     if ((h.flags & tiered::kUseMask) != 0) {
       h.proven = 1;  // used again while on probation
       --h.flags;
@@ -557,6 +564,8 @@ bool TieredKeyedStateBackend::pass(CacheTable& t, size_t g, const char* slot, ti
 }
 
 void TieredKeyedStateBackend::planGhost() {
+  if (evictions_ < nextGhostPlan_) return;
+  nextGhostPlan_ = evictions_ + static_cast<int64_t>(tables_.size() * numGroups_);
   size_t entries = 0;
   for (const auto& t : tables_) {
     for (const auto& gt : t->groups_) {
@@ -581,10 +590,18 @@ void TieredKeyedStateBackend::planGhost() {
 void TieredKeyedStateBackend::resizeGhost() {
   const size_t want = ghostPlanned_;
   const int64_t delta = static_cast<int64_t>(want * sizeof(uint16_t)) - ghost_.bytes();
-  if (delta > 0) reserve(delta);
+  if (delta > 0) {
+    reserve(delta);
+    if (!fits(delta)) {
+      // What is left is pinned: keep the ghost as it is.
+      ghostPlanned_ = ghost_.slots();
+      return;
+    }
+  }
   ghost_.reset(want);
-  ghostPlanned_ = want;
   charge(delta);
+  // Making room may have planned again: that plan stands, for the next
+  // insert to apply.
 }
 
 int64_t TieredKeyedStateBackend::evictRange(CacheTable& t, size_t g, size_t from, size_t to,
@@ -595,23 +612,13 @@ int64_t TieredKeyedStateBackend::evictRange(CacheTable& t, size_t g, size_t from
   to = std::min(to, gt->capacity());
   int64_t freed = 0;
   victims_.clear();
-  size_t entries = 0;
-  size_t onProbation = 0;
-  for (size_t j = from; j < to; ++j) {
-    if (const char* slot = gt->slotAt(j)) {
-      ++entries;
-      onProbation += CachedType::header(t.entry(const_cast<char*>(slot))).proven == 0 ? 1 : 0;
-    }
-  }
   size_t i = from;
   for (; i < to && freed < want; ++i) {
     char* slot = gt->slotAt(i);
     if (slot == nullptr) continue;
     tiered::Header& h = CachedType::header(t.entry(slot));
-    const bool wasOnProbation = h.proven == 0;
-    const bool evict = pass(t, g, slot, h, fewOnProbation(onProbation, entries));
-    if (wasOnProbation) --onProbation;
-    if (!evict) continue;
+    const bool evictProven = fewOnProbation(t.onProbation_[g], gt->size() - victims_.size());
+    if (!pass(t, g, slot, h, evictProven)) continue;
     t.writeBack(g, slot, CacheTable::WriteBack::kEvict);
     freed += h.charge + tiered::keyCharge(CacheTable::keyOf(slot).size());
     victims_.push_back(i);
@@ -639,10 +646,6 @@ bool TieredKeyedStateBackend::evictInGroup(CacheTable& t, size_t g) {
   const size_t excess = gt->size() - std::min(gt->size(), capacity - capacity / 4);
   if (t.localHands_.size() != t.groups_.size()) t.localHands_.assign(t.groups_.size(), 0);
   size_t i = t.localHands_[g] % capacity;
-  size_t onProbation = 0;
-  for (size_t j = 0; j < capacity; ++j) {
-    if (char* slot = gt->slotAt(j)) onProbation += CachedType::header(t.entry(slot)).proven == 0;
-  }
   // CLOCK within the group, from where it stopped last time: mark the
   // victims (writing them back), then rebuild the table without them, one
   // pass instead of a backward shift per removed entry. Five rounds at
@@ -655,11 +658,9 @@ bool TieredKeyedStateBackend::evictInGroup(CacheTable& t, size_t g) {
       tiered::Header& h = CachedType::header(t.entry(slot));
       if ((h.flags & tiered::kVictim) != 0) {
         // marked in an earlier round
-      } else if (const bool wasOnProbation = h.proven == 0;
-                 !pass(t, g, slot, h, fewOnProbation(onProbation, gt->size() - victims))) {
-        onProbation -= wasOnProbation ? 1 : 0;
+      } else if (!pass(t, g, slot, h, fewOnProbation(t.onProbation_[g], gt->size() - victims))) {
+        // kept
       } else {
-        onProbation -= wasOnProbation ? 1 : 0;
         t.writeBack(g, slot, CacheTable::WriteBack::kEvict);
         freed += h.charge + tiered::keyCharge(CacheTable::keyOf(slot).size());
         h.flags |= tiered::kVictim;
@@ -686,6 +687,7 @@ int64_t TieredKeyedStateBackend::shrink(CacheTable& t, size_t g) {
   if (gt->size() == 0) {
     const int64_t bytes = CacheTable::tableBytes(*gt);
     t.groups_[g].reset();
+    SLUICE_ASSERT(t.onProbation_[g] == 0, "an empty group table with entries on probation");
     ++t.epoch_;
     used_ -= bytes;
     return bytes;

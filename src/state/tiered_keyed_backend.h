@@ -62,8 +62,9 @@
 //   - on probation: with uses, it becomes proven and loses one; without,
 //     it is evicted and remembered by the ghost;
 //   - proven: with uses, it loses one; without, it is evicted, but only
-//     while at most a tenth of the entries where the hand evicts (the
-//     group, or the stripe) are on probation; otherwise the hand passes it.
+//     while at most a tenth of its key group's entries in this state are on
+//     probation (CacheTable counts them per group); otherwise the hand
+//     passes it.
 // So keys used once are evicted quickly, without pushing out the keys that
 // are used again, and a key that comes back soon after its eviction is
 // kept the next time. Evicting means writing back to RocksDB when dirty
@@ -328,13 +329,16 @@ class CacheTable {
     const heap::ObjectTable* t = groups_[g].get();
     return t == nullptr ? nullptr : t->find(key);
   }
-  // Inserts a fresh entry (default object, flags and charge 0) for `key`,
-  // which group `g` must not hold, after making room for it and for
-  // `objectCharge` more bytes the caller charges once it has filled the
-  // object. The caller has pinned `g`.
+  // Inserts a fresh entry (default object, flags and charge 0; proven when
+  // the ghost remembers it, else on probation) for `key`, which group `g`
+  // must not hold, after making room for it and for `objectCharge` more
+  // bytes the caller charges once it has filled the object. The caller has
+  // pinned `g`.
   char* insert(size_t g, std::string_view key, int64_t objectCharge);
   // Removes the entry of `key` from group `g` (no write-back), uncharging it.
   void erase(size_t g, std::string_view key);
+  // Entries of group `g` on probation (Header::proven == 0).
+  size_t onProbation(size_t g) const { return onProbation_[g]; }
   // Changes whenever a slot pointer of this table may have become invalid.
   uint64_t epoch() const { return epoch_; }
 
@@ -400,8 +404,9 @@ class CacheTable {
   int64_t newTableBytes_;                       // a new group table, as counted
   std::vector<std::unique_ptr<heap::ObjectTable>> groups_;
   std::vector<const size_t*> pins_;
-  std::vector<size_t> localHands_;  // per group: where evictInGroup() goes on
-  uint64_t salt_;                   // tells this state's entries apart in the ghost
+  std::vector<size_t> localHands_;     // per group: where evictInGroup() goes on
+  std::vector<uint32_t> onProbation_;  // per group: entries on probation
+  uint64_t salt_;                      // tells this state's entries apart in the ghost
   uint64_t epoch_ = 0;
   std::string keyBuf_;
   std::vector<uint8_t> valueBuf_;
@@ -514,10 +519,11 @@ class TieredKeyedStateBackend final : public KeyedStateBackend {
   // What the hand does with the entry of header `h` (see the file comment,
   // "Eviction"): returns whether to evict it; remembers an entry evicted on
   // probation in the ghost. `evictProven`: whether proven entries without
-  // uses may go (few entries on probation where the hand is).
+  // uses may go (few entries of the group on probation).
   bool pass(tiered::CacheTable& t, size_t g, const char* slot, tiered::Header& h, bool evictProven);
   // Sets the ghost's size for the entries now cached (applied by the next
-  // resizeGhostIfPlanned()).
+  // resizeGhostIfPlanned()), once per tables x groups evictions: counting
+  // the entries walks every group table.
   void planGhost();
   void resizeGhost();
   // Evicts entries of slots [from, to) of group `g` of `t` (none when the
@@ -560,7 +566,8 @@ class TieredKeyedStateBackend final : public KeyedStateBackend {
   std::string readBuf_;
   std::vector<size_t> victims_;  // evictRange's slots to remove, reused
   tiered::Ghost ghost_;
-  size_t ghostPlanned_ = 0;  // the ghost's slots after its next resize
+  size_t ghostPlanned_ = 0;    // the ghost's slots after its next resize
+  int64_t nextGhostPlan_ = 0;  // planGhost() counts entries at these evictions
 };
 
 }  // namespace sluice
