@@ -337,8 +337,6 @@ class CacheTable {
   char* insert(size_t g, std::string_view key, int64_t objectCharge);
   // Removes the entry of `key` from group `g` (no write-back), uncharging it.
   void erase(size_t g, std::string_view key);
-  // Entries of group `g` on probation (Header::proven == 0).
-  size_t onProbation(size_t g) const { return onProbation_[g]; }
   // Changes whenever a slot pointer of this table may have become invalid.
   uint64_t epoch() const { return epoch_; }
 
